@@ -1,0 +1,7 @@
+# Benchmarks: built by `make` so they never rot, but never installed and never
+# run by `make check` (timings on a shared machine are not pass/fail).
+noinst_PROGRAMS += bench/elide-bench
+bench_elide_bench_SOURCES = bench/elide-bench.c
+bench_elide_bench_CFLAGS = $(AM_CFLAGS) -O2
+bench_elide_bench_LDFLAGS = $(AM_LDFLAGS) -pthread
+EXTRA_DIST += bench/compare.sh bench/RESULTS.md bench/README.md

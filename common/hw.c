@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * RTM detection.  libelide calls this from its constructor, before malloc
+ * may be safe, so nothing here allocates or uses stdio: formatted reasons go
+ * into a static buffer (detection runs once per process).
+ */
+#include <cpuid.h>
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hw.h"
+
+#define PROBE_TRIES 16u
+
+/* CPUID.(EAX=7,ECX=0) feature bits. */
+#define CPUID7_EBX_HLE (1u << 4)
+#define CPUID7_EBX_RTM (1u << 11)
+#define CPUID7_EDX_RTM_ALWAYS_ABORT (1u << 11)
+#define CPUID7_EDX_TSX_FORCE_ABORT (1u << 13)
+
+static char reason_buf[160];
+
+/* Minimal appenders for reason_buf; they truncate rather than overflow. */
+struct sbuf {
+	char *p;
+	size_t len, size;
+};
+
+static void sb_puts(struct sbuf *b, const char *s)
+{
+	for (; *s && b->len + 1 < b->size; s++)
+		b->p[b->len++] = *s;
+	b->p[b->len] = '\0';
+}
+
+static void sb_putu(struct sbuf *b, unsigned long v, unsigned base)
+{
+	char tmp[24];
+	size_t n = 0;
+
+	do {
+		tmp[n++] = "0123456789abcdef"[v % base];
+		v /= base;
+	} while (v && n < sizeof(tmp));
+	while (n > 0 && b->len + 1 < b->size)
+		b->p[b->len++] = tmp[--n];
+	b->p[b->len] = '\0';
+}
+
+bool elide_hw_model_is_broken(const char *vendor, unsigned family, unsigned model, unsigned stepping)
+{
+	if (!vendor || strcmp(vendor, "GenuineIntel") != 0 || family != 6)
+		return false;
+
+	switch (model) {
+	case 0x3f:
+		/* Haswell-EP/EX: stepping 4 (E7 v3) and later have working TSX. */
+		return stepping < 4;
+	case 0x3c:
+	case 0x45:
+	case 0x46:
+		/* Haswell client: erratum HSD131/HSM142/HSW131. */
+		return true;
+	default:
+		return false;
+	}
+}
+
+bool elide_glibc_elision_enabled(const char *tunables)
+{
+	static const char want[] = "glibc.elision.enable=1";
+	const char *p = tunables;
+
+	if (!p)
+		return false;
+
+	while (*p) {
+		const char *end = strchrnul(p, ':');
+
+		if ((size_t)(end - p) == sizeof(want) - 1 && memcmp(p, want, sizeof(want) - 1) == 0)
+			return true;
+		p = *end ? end + 1 : end;
+	}
+	return false;
+}
+
+static void read_cpuid(struct elide_hw *hw)
+{
+	unsigned eax, ebx, ecx, edx, max_leaf, sig;
+
+	if (!__get_cpuid(0, &max_leaf, &ebx, &ecx, &edx))
+		return;
+	memcpy(hw->vendor + 0, &ebx, 4);
+	memcpy(hw->vendor + 4, &edx, 4);
+	memcpy(hw->vendor + 8, &ecx, 4);
+	hw->vendor[12] = '\0';
+
+	if (max_leaf >= 1 && __get_cpuid(1, &sig, &ebx, &ecx, &edx)) {
+		/* Same arithmetic as the kernel's x86_family()/x86_model(). */
+		hw->family = (sig >> 8) & 0xf;
+		if (hw->family == 0xf)
+			hw->family += (sig >> 20) & 0xff;
+		hw->model = (sig >> 4) & 0xf;
+		if (hw->family >= 0x6)
+			hw->model += ((sig >> 16) & 0xf) << 4;
+		hw->stepping = sig & 0xf;
+	}
+
+	if (max_leaf >= 7 && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
+		hw->cpuid_hle = ebx & CPUID7_EBX_HLE;
+		hw->cpuid_rtm = ebx & CPUID7_EBX_RTM;
+		hw->rtm_always_abort = edx & CPUID7_EDX_RTM_ALWAYS_ABORT;
+		hw->tsx_force_abort = edx & CPUID7_EDX_TSX_FORCE_ABORT;
+	}
+}
+
+/* Only reached when CPUID advertises RTM and nothing rules it out. */
+static void probe_rtm(struct elide_hw *hw)
+{
+	static volatile int probe_word;
+
+	hw->probe_done = true;
+	for (unsigned i = 0; i < PROBE_TRIES; i++) {
+		unsigned status;
+
+		hw->probe_tries++;
+		status = _xbegin();
+		if (status == _XBEGIN_STARTED) {
+			probe_word++;
+			_xend();
+			hw->probe_commits++;
+		} else {
+			hw->probe_last_status = status;
+		}
+	}
+}
+
+int elide_hw_detect(struct elide_hw *hw)
+{
+	struct sbuf b = { reason_buf, 0, sizeof(reason_buf) };
+
+	memset(hw, 0, sizeof(*hw));
+	read_cpuid(hw);
+	hw->model_broken = elide_hw_model_is_broken(hw->vendor, hw->family, hw->model, hw->stepping);
+
+	/* Checked before anything that could execute xbegin, so tests can
+	 * force the pass-through path on any machine. */
+	if (secure_getenv("ELIDE_FAKE_NO_RTM")) {
+		hw->reason = "disabled by ELIDE_FAKE_NO_RTM";
+		return 0;
+	}
+	if (!hw->cpuid_rtm) {
+		hw->reason = "CPU has no RTM (CPUID.7.0:EBX[11] clear)";
+		return 0;
+	}
+	if (hw->rtm_always_abort) {
+		hw->reason = "RTM_ALWAYS_ABORT set: microcode aborts every transaction (TSX disabled)";
+		return 0;
+	}
+	if (hw->model_broken) {
+		sb_puts(&b, "Intel model 0x");
+		sb_putu(&b, hw->model, 16);
+		sb_puts(&b, " stepping ");
+		sb_putu(&b, hw->stepping, 10);
+		sb_puts(&b, " has a TSX erratum");
+		hw->reason = reason_buf;
+		return 0;
+	}
+
+	probe_rtm(hw);
+	hw->rtm_usable = hw->probe_commits > 0;
+
+	sb_puts(&b, "probe: ");
+	sb_putu(&b, hw->probe_commits, 10);
+	sb_puts(&b, " of ");
+	sb_putu(&b, hw->probe_tries, 10);
+	sb_puts(&b, " transactions committed");
+	if (!hw->rtm_usable) {
+		sb_puts(&b, " (last status 0x");
+		sb_putu(&b, hw->probe_last_status, 16);
+		sb_puts(&b, ")");
+	}
+	hw->reason = reason_buf;
+	return 0;
+}

@@ -1,0 +1,943 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * libelide: the pthread interposers and the RTM elision paths.
+ *
+ * Rules this file lives by (see DESIGN.md):
+ *  - a committing elided section writes no shared memory: the lock and its
+ *    record are only read; bookkeeping is thread-local or sampled;
+ *  - whatever is not elided goes to glibc's own function, unchanged;
+ *  - nothing here allocates, takes a lock of ours or makes a syscall on the
+ *    lock/unlock paths.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <x86intrin.h>
+
+#include "elide-internal.h"
+#include "log.h"
+
+struct elide_state elide;
+
+/* glibc exports these aliases; they let us run before dlsym() is safe. */
+extern int __pthread_mutex_init(pthread_mutex_t *, const pthread_mutexattr_t *);
+extern int __pthread_mutex_destroy(pthread_mutex_t *);
+extern int __pthread_mutex_lock(pthread_mutex_t *);
+extern int __pthread_mutex_trylock(pthread_mutex_t *);
+extern int __pthread_mutex_unlock(pthread_mutex_t *);
+extern int __pthread_mutexattr_settype(pthread_mutexattr_t *, int);
+extern int __pthread_mutexattr_destroy(pthread_mutexattr_t *);
+extern int __pthread_rwlock_init(pthread_rwlock_t *, const pthread_rwlockattr_t *);
+extern int __pthread_rwlock_destroy(pthread_rwlock_t *);
+extern int __pthread_rwlock_rdlock(pthread_rwlock_t *);
+extern int __pthread_rwlock_tryrdlock(pthread_rwlock_t *);
+extern int __pthread_rwlock_wrlock(pthread_rwlock_t *);
+extern int __pthread_rwlock_trywrlock(pthread_rwlock_t *);
+extern int __pthread_rwlock_unlock(pthread_rwlock_t *);
+
+typedef int (*mutex_fn)(pthread_mutex_t *);
+typedef int (*mutex_timed_fn)(pthread_mutex_t *, const struct timespec *);
+typedef int (*mutex_clock_fn)(pthread_mutex_t *, clockid_t, const struct timespec *);
+typedef int (*rwlock_fn)(pthread_rwlock_t *);
+typedef int (*rwlock_timed_fn)(pthread_rwlock_t *, const struct timespec *);
+typedef int (*rwlock_clock_fn)(pthread_rwlock_t *, clockid_t, const struct timespec *);
+typedef int (*cond_wait_fn)(pthread_cond_t *, pthread_mutex_t *);
+typedef int (*cond_timed_fn)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+typedef int (*cond_clock_fn)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *);
+
+/*
+ * The next definitions in the lookup order.  The ones glibc has aliases for
+ * start out pointing at glibc, so a call that arrives before our
+ * constructor (another preloaded library's constructor, an allocator) works.
+ * The constructor then asks dlsym(RTLD_NEXT) so another interposer behind
+ * us (mutrace, a tracer) still sees every call.
+ */
+static struct {
+	int (*mutex_init)(pthread_mutex_t *, const pthread_mutexattr_t *);
+	mutex_fn mutex_destroy, mutex_lock, mutex_trylock, mutex_unlock;
+	mutex_timed_fn mutex_timedlock;
+	mutex_clock_fn mutex_clocklock;
+	int (*mutexattr_settype)(pthread_mutexattr_t *, int);
+	int (*mutexattr_destroy)(pthread_mutexattr_t *);
+	int (*rwlock_init)(pthread_rwlock_t *, const pthread_rwlockattr_t *);
+	rwlock_fn rwlock_destroy, rwlock_rdlock, rwlock_tryrdlock, rwlock_wrlock, rwlock_trywrlock, rwlock_unlock;
+	rwlock_timed_fn rwlock_timedrdlock, rwlock_timedwrlock;
+	rwlock_clock_fn rwlock_clockrdlock, rwlock_clockwrlock;
+	cond_wait_fn cond_wait;
+	cond_timed_fn cond_timedwait;
+	cond_clock_fn cond_clockwait;
+} real = {
+	.mutex_init = __pthread_mutex_init,
+	.mutex_destroy = __pthread_mutex_destroy,
+	.mutex_lock = __pthread_mutex_lock,
+	.mutex_trylock = __pthread_mutex_trylock,
+	.mutex_unlock = __pthread_mutex_unlock,
+	.mutexattr_settype = __pthread_mutexattr_settype,
+	.mutexattr_destroy = __pthread_mutexattr_destroy,
+	.rwlock_init = __pthread_rwlock_init,
+	.rwlock_destroy = __pthread_rwlock_destroy,
+	.rwlock_rdlock = __pthread_rwlock_rdlock,
+	.rwlock_tryrdlock = __pthread_rwlock_tryrdlock,
+	.rwlock_wrlock = __pthread_rwlock_wrlock,
+	.rwlock_trywrlock = __pthread_rwlock_trywrlock,
+	.rwlock_unlock = __pthread_rwlock_unlock,
+};
+
+/* Set while dlsym() runs: dlsym may allocate, and an allocator may lock. */
+static __thread bool resolving;
+
+static void *resolve(const char *name, const char *version)
+{
+	void *fn;
+
+	resolving = true;
+	fn = version ? dlvsym(RTLD_NEXT, name, version) : dlsym(RTLD_NEXT, name);
+	if (!fn && version)
+		fn = dlsym(RTLD_NEXT, name);
+	resolving = false;
+	return fn;
+}
+
+#define RESOLVE(field, name) do { \
+		void *fn_ = resolve(name, NULL); \
+		if (fn_) \
+			__atomic_store_n((void **)&real.field, fn_, __ATOMIC_RELEASE); \
+	} while (0)
+#define RESOLVE_V(field, name, version) do { \
+		void *fn_ = resolve(name, version); \
+		if (fn_) \
+			__atomic_store_n((void **)&real.field, fn_, __ATOMIC_RELEASE); \
+	} while (0)
+
+static void resolve_all(void)
+{
+	RESOLVE(mutex_init, "pthread_mutex_init");
+	RESOLVE(mutex_destroy, "pthread_mutex_destroy");
+	RESOLVE(mutex_lock, "pthread_mutex_lock");
+	RESOLVE(mutex_trylock, "pthread_mutex_trylock");
+	RESOLVE(mutex_unlock, "pthread_mutex_unlock");
+	RESOLVE(mutex_timedlock, "pthread_mutex_timedlock");
+	RESOLVE(mutex_clocklock, "pthread_mutex_clocklock");
+	RESOLVE(mutexattr_settype, "pthread_mutexattr_settype");
+	RESOLVE(mutexattr_destroy, "pthread_mutexattr_destroy");
+	RESOLVE(rwlock_init, "pthread_rwlock_init");
+	RESOLVE(rwlock_destroy, "pthread_rwlock_destroy");
+	RESOLVE(rwlock_rdlock, "pthread_rwlock_rdlock");
+	RESOLVE(rwlock_tryrdlock, "pthread_rwlock_tryrdlock");
+	RESOLVE(rwlock_wrlock, "pthread_rwlock_wrlock");
+	RESOLVE(rwlock_trywrlock, "pthread_rwlock_trywrlock");
+	RESOLVE(rwlock_unlock, "pthread_rwlock_unlock");
+	RESOLVE(rwlock_timedrdlock, "pthread_rwlock_timedrdlock");
+	RESOLVE(rwlock_timedwrlock, "pthread_rwlock_timedwrlock");
+	RESOLVE(rwlock_clockrdlock, "pthread_rwlock_clockrdlock");
+	RESOLVE(rwlock_clockwrlock, "pthread_rwlock_clockwrlock");
+	/* The 2.3.2 condvar is the one every current program uses. */
+	RESOLVE_V(cond_wait, "pthread_cond_wait", "GLIBC_2.3.2");
+	RESOLVE_V(cond_timedwait, "pthread_cond_timedwait", "GLIBC_2.3.2");
+	RESOLVE(cond_clockwait, "pthread_cond_clockwait");
+}
+
+/*
+ * For the functions glibc has no alias of: resolve on first use.  A call
+ * that arrives while dlsym itself runs cannot be served (nothing to call);
+ * allocators never use these, so it reports EAGAIN rather than recursing.
+ */
+#define LAZY(field, name) do { \
+		if (unlikely(!__atomic_load_n((void **)&real.field, __ATOMIC_ACQUIRE))) { \
+			if (resolving) \
+				return EAGAIN; \
+			RESOLVE(field, name); \
+			if (!real.field) \
+				return ENOSYS; \
+		} \
+	} while (0)
+
+/*
+ * Per thread: the locks this thread holds elided, innermost last.  Written
+ * inside the transaction, so an abort rolls it back with everything else:
+ * an entry here always means "elided by this thread, transaction open".
+ * It also answers unlock's question without XTEST on a CPU without RTM.
+ */
+#define ELIDE_MAX_NEST 8
+
+struct elided_lock {
+	void *lock;
+	struct lock_rec *rec;
+};
+
+struct elide_thread {
+	unsigned depth;
+	unsigned sample_count;
+	struct elided_lock held[ELIDE_MAX_NEST];
+};
+
+static __thread struct elide_thread self;
+
+static inline bool sample_now(void)
+{
+	return ((++self.sample_count) & elide.sample_mask) == 0;
+}
+
+/* Remove `lock` from the elided set; true if it was there. */
+static inline struct lock_rec *elided_pop(void *lock)
+{
+	unsigned d = self.depth;
+
+	if (likely(d == 0))
+		return NULL;
+	if (likely(self.held[d - 1].lock == lock)) {
+		self.depth = d - 1;
+		return self.held[d - 1].rec;
+	}
+	/* Unlocked out of order: rare, search the rest. */
+	for (unsigned i = d - 1; i-- > 0;) {
+		if (self.held[i].lock == lock) {
+			struct lock_rec *rec = self.held[i].rec;
+
+			memmove(&self.held[i], &self.held[i + 1], (d - 1 - i) * sizeof(self.held[0]));
+			self.depth = d - 1;
+			return rec;
+		}
+	}
+	return NULL;
+}
+
+static inline void elided_push(void *lock, struct lock_rec *rec)
+{
+	unsigned d = self.depth;
+
+	if (unlikely(d >= ELIDE_MAX_NEST))
+		_xabort(ELIDE_XABORT_DEPTH);
+	self.held[d].lock = lock;
+	self.held[d].rec = rec;
+	self.depth = d + 1;
+}
+
+/* In our own transaction?  (depth > 0 can only be seen inside one.) */
+static inline bool in_elided_section(void)
+{
+	return self.depth != 0;
+}
+
+static inline bool mutex_is_elidable_kind(const pthread_mutex_t *m)
+{
+	int kind = __atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED);
+
+	/* Exactly timed/default or adaptive: no recursive, errorcheck, robust,
+	 * PI, PP or process-shared bits. */
+	return kind == PTHREAD_MUTEX_TIMED_NP || kind == PTHREAD_MUTEX_ADAPTIVE_NP;
+}
+
+static inline bool rwlock_is_elidable(const pthread_rwlock_t *rw)
+{
+	return __atomic_load_n(&rw->__data.__shared, __ATOMIC_RELAXED) == 0;
+}
+
+static inline int mutex_word(const pthread_mutex_t *m)
+{
+	return __atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED);
+}
+
+static inline unsigned rwlock_readers(const pthread_rwlock_t *rw)
+{
+	return __atomic_load_n(&rw->__data.__readers, __ATOMIC_RELAXED);
+}
+
+static inline bool rwlock_free_for_reader(const pthread_rwlock_t *rw)
+{
+	return !(rwlock_readers(rw) & RWLOCK_WRLOCKED) &&
+	       __atomic_load_n(&rw->__data.__cur_writer, __ATOMIC_RELAXED) == 0;
+}
+
+static inline bool rwlock_free_for_writer(const pthread_rwlock_t *rw)
+{
+	unsigned r = rwlock_readers(rw);
+
+	return (r >> RWLOCK_READER_SHIFT) == 0 && !(r & RWLOCK_WRLOCKED) &&
+	       __atomic_load_n(&rw->__data.__cur_writer, __ATOMIC_RELAXED) == 0;
+}
+
+enum elide_op {
+	OP_MUTEX,
+	OP_RDLOCK,
+	OP_WRLOCK,
+};
+
+static inline bool lock_is_free(void *lock, enum elide_op op)
+{
+	switch (op) {
+	case OP_MUTEX:
+		return mutex_word(lock) == 0;
+	case OP_RDLOCK:
+		return rwlock_free_for_reader(lock);
+	case OP_WRLOCK:
+		return rwlock_free_for_writer(lock);
+	}
+	return false;
+}
+
+/*
+ * Lock-busy: wait for the holder to leave rather than queueing behind it
+ * (which would make every later acquisition real too: the lemming effect).
+ */
+static bool wait_until_free(void *lock, enum elide_op op)
+{
+	for (unsigned spins = elide.opts.busy_spins; spins; spins--) {
+		if (lock_is_free(lock, op))
+			return true;
+		_mm_pause();
+	}
+	return lock_is_free(lock, op);
+}
+
+static void conflict_pause(unsigned attempt)
+{
+	unsigned n = 16u << (attempt < 6 ? attempt : 6);
+
+	/* Desynchronise threads that keep killing each other's transactions. */
+	n += (unsigned)(__rdtsc() & (n - 1));
+	while (n--)
+		_mm_pause();
+}
+
+/*
+ * Try to run the critical section as a transaction.  Returns true with the
+ * transaction open (the caller returns 0 to the program), false when the
+ * caller must take the real lock.
+ */
+static bool try_elide(void *lock, struct lock_rec *rec, enum elide_op op)
+{
+	unsigned retries = elide.opts.retries;
+	unsigned busy_retries = elide.opts.busy_retries;
+	unsigned attempt = 0;
+
+	for (;;) {
+		uint64_t start = 0;
+		uint32_t status;
+
+		if (!lock_is_free(lock, op) && !in_elided_section()) {
+			/* Held for longer than a section should take: queue. */
+			if (!wait_until_free(lock, op))
+				break;
+		}
+		/* Time 1 in 16 attempts: cheap enough, and an unbiased estimate. */
+		if (unlikely((self.sample_count & 15) == 0))
+			start = __rdtsc();
+		status = likely(!elide.sim_abort) ? _xbegin() : elide.sim_abort_status;
+		if (status == _XBEGIN_STARTED) {
+			if (likely(lock_is_free(lock, op))) {
+				elided_push(lock, rec);
+				return true;
+			}
+			_xabort(ELIDE_XABORT_BUSY);
+		}
+		self.sample_count++;
+		rec_note_abort(rec, status, start ? (__rdtsc() - start) * 16 : 0);
+		switch (elide_abort_classify(status)) {
+		case ELIDE_ABORT_BUSY:
+			if (busy_retries-- == 0)
+				goto fallback;
+			continue;
+		case ELIDE_ABORT_EXPLICIT:
+			/* trylock, cond wait or destroy inside: this lock's sections
+			 * need the real lock; stop trying for a while. */
+			rec_back_off(rec);
+			goto fallback;
+		default:
+			break;
+		}
+		if (!elide_abort_is_transient(status) || retries-- == 0) {
+			if (!elide_abort_is_transient(status))
+				rec_back_off(rec);
+			goto fallback;
+		}
+		conflict_pause(attempt++);
+	}
+fallback:
+	rec_count(rec, STAT_FALLBACKS, 1);
+	rec_count(rec, STAT_ACQUIRED, 1);
+	return false;
+}
+
+/*
+ * Decide for a tracked lock (one with a record).  Returns true when the
+ * section now runs elided; false means "take the real lock" (and the
+ * acquisition was already counted).
+ */
+static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_op op)
+{
+	int32_t gate = atomic_load_explicit(&rec->gate, memory_order_relaxed);
+
+	if (likely(gate == GATE_ELIDE))
+		return try_elide(lock, rec, op);
+	if (gate > 0)
+		/* Racy on purpose: an approximate skip count is fine. */
+		atomic_store_explicit(&rec->gate, gate - 1, memory_order_relaxed);
+	if (unlikely(sample_now())) {
+		rec_count(rec, STAT_ACQUIRED, elide.opts.sample);
+		if (gate > 0)
+			rec_count(rec, STAT_SKIPPED, elide.opts.sample);
+	}
+	return false;
+}
+
+static inline void commit_elided(struct lock_rec *rec)
+{
+	_xend();
+	if (unlikely(sample_now()))
+		rec_note_commit_sample(rec);
+}
+
+/* ---- mutexes ---------------------------------------------------------- */
+
+enum mutex_wait {
+	WAIT_FOREVER,
+	WAIT_TIMED,
+	WAIT_CLOCK,
+};
+
+struct wait_spec {
+	enum mutex_wait how;
+	clockid_t clock;
+	const struct timespec *abstime;
+};
+
+static int real_mutex_acquire(pthread_mutex_t *m, const struct wait_spec *w)
+{
+	switch (w->how) {
+	case WAIT_TIMED:
+		LAZY(mutex_timedlock, "pthread_mutex_timedlock");
+		return real.mutex_timedlock(m, w->abstime);
+	case WAIT_CLOCK:
+		LAZY(mutex_clocklock, "pthread_mutex_clocklock");
+		return real.mutex_clocklock(m, w->clock, w->abstime);
+	case WAIT_FOREVER:
+		break;
+	}
+	return real.mutex_lock(m);
+}
+
+/* A mutex without a record: plain unless it turns out to be contended. */
+static __attribute__((noinline)) int mutex_acquire_untracked(pthread_mutex_t *m, const struct wait_spec *w,
+							      void *callsite)
+{
+	struct lock_rec *rec;
+	int r;
+
+	if (!mutex_is_elidable_kind(m))
+		return real_mutex_acquire(m, w);
+	if (elide.opts.mode != ELIDE_MODE_ON) {
+		r = real.mutex_trylock(m);
+		if (likely(r != EBUSY))
+			return r;
+	}
+	rec = registry_attach(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, callsite);
+	if (elide.opts.mode != ELIDE_MODE_ON)
+		rec_note_contended(rec);
+	if (atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_ELIDE && try_elide(m, rec, OP_MUTEX))
+		return 0;
+	return real_mutex_acquire(m, w);
+}
+
+/* A mutex with a record: the gate decides. */
+static __attribute__((noinline)) int mutex_acquire_tracked(pthread_mutex_t *m, const struct wait_spec *w,
+							    uint16_t idx)
+{
+	struct lock_rec *rec = rec_of_idx(idx);
+	int r;
+
+	if (tracked_acquire(m, rec, OP_MUTEX))
+		return 0;
+	if (atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_WATCH) {
+		r = real.mutex_trylock(m);
+		if (r != EBUSY)
+			return r;
+		rec_note_contended(rec);
+	}
+	return real_mutex_acquire(m, w);
+}
+
+static inline int mutex_acquire(pthread_mutex_t *m, const struct wait_spec *w, void *callsite)
+{
+	uint16_t idx = __atomic_load_n(mutex_idx_ptr(m), __ATOMIC_RELAXED);
+
+	if (likely(idx == 0))
+		return mutex_acquire_untracked(m, w, callsite);
+	return mutex_acquire_tracked(m, w, idx);
+}
+
+_public_ int pthread_mutex_lock(pthread_mutex_t *m)
+{
+	static const struct wait_spec forever = { .how = WAIT_FOREVER };
+
+	if (unlikely(!elide.enabled))
+		return real.mutex_lock(m);
+	return mutex_acquire(m, &forever, __builtin_return_address(0));
+}
+
+_public_ int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abstime)
+{
+	struct wait_spec w = { .how = WAIT_TIMED, .abstime = abstime };
+
+	if (unlikely(!elide.enabled))
+		return real_mutex_acquire(m, &w);
+	return mutex_acquire(m, &w, __builtin_return_address(0));
+}
+
+_public_ int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock, const struct timespec *abstime)
+{
+	struct wait_spec w = { .how = WAIT_CLOCK, .clock = clock, .abstime = abstime };
+
+	if (unlikely(!elide.enabled))
+		return real_mutex_acquire(m, &w);
+	return mutex_acquire(m, &w, __builtin_return_address(0));
+}
+
+static __attribute__((noinline)) int mutex_unlock_maybe_elided(pthread_mutex_t *m)
+{
+	struct lock_rec *rec = elided_pop(m);
+
+	if (!rec)
+		return real.mutex_unlock(m);
+	commit_elided(rec);
+	return 0;
+}
+
+_public_ int pthread_mutex_unlock(pthread_mutex_t *m)
+{
+	/* Held for real (the common non-elided case), or nothing elided here. */
+	if (likely(mutex_word(m) != 0) || likely(!in_elided_section()))
+		return real.mutex_unlock(m);
+	return mutex_unlock_maybe_elided(m);
+}
+
+_public_ int pthread_mutex_trylock(pthread_mutex_t *m)
+{
+	/* POSIX: trylock of a mutex this thread holds must fail, and inside a
+	 * transaction we cannot tell; so leave the transaction and redo the
+	 * whole section with real locks. */
+	if (unlikely(in_elided_section()))
+		_xabort(ELIDE_XABORT_TRYLOCK);
+	return real.mutex_trylock(m);
+}
+
+_public_ int pthread_mutex_init(pthread_mutex_t *m, const pthread_mutexattr_t *attr)
+{
+	struct lock_rec *rec;
+	int r;
+
+	r = real.mutex_init(m, attr);
+	if (r != 0 || !elide.recs || !attr || elide.opts.force_normal)
+		return r;
+	if (!attr_is_normal(attr) || !mutex_is_elidable_kind(m))
+		return r;
+	/* glibc's initializer cleared our index, so this makes a fresh record. */
+	rec = registry_attach(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, __builtin_return_address(0));
+	atomic_store_explicit(&rec->policy, ELIDE_POLICY_NEVER, memory_order_relaxed);
+	atomic_store_explicit(&rec->reason, REASON_TYPE_NORMAL, memory_order_relaxed);
+	atomic_store_explicit(&rec->gate, GATE_NEVER, memory_order_release);
+	return r;
+}
+
+_public_ int pthread_mutex_destroy(pthread_mutex_t *m)
+{
+	int r;
+
+	/* Destroying a lock we may hold elided: redo it with real locks so
+	 * glibc can answer EBUSY. */
+	if (unlikely(in_elided_section()))
+		_xabort(ELIDE_XABORT_DESTROY);
+	r = real.mutex_destroy(m);
+	if (r == 0 && elide.recs)
+		registry_detach(mutex_idx_ptr(m));
+	return r;
+}
+
+_public_ int pthread_mutexattr_settype(pthread_mutexattr_t *attr, int type)
+{
+	int r = real.mutexattr_settype(attr, type);
+
+	if (r == 0 && elide.recs) {
+		if (attr_mark_normal(attr, type == PTHREAD_MUTEX_NORMAL) < 0)
+			log_warning("too many mutex attributes typed PTHREAD_MUTEX_NORMAL at once; "
+				    "mutexes made from further ones may be elided");
+	}
+	return r;
+}
+
+_public_ int pthread_mutexattr_destroy(pthread_mutexattr_t *attr)
+{
+	if (elide.recs)
+		(void)attr_mark_normal(attr, false);
+	return real.mutexattr_destroy(attr);
+}
+
+/* ---- rwlocks ---------------------------------------------------------- */
+
+struct rw_call {
+	enum elide_op op;
+	enum mutex_wait how;
+	clockid_t clock;
+	const struct timespec *abstime;
+};
+
+static int real_rwlock_acquire(pthread_rwlock_t *rw, const struct rw_call *c)
+{
+	bool rd = c->op == OP_RDLOCK;
+
+	switch (c->how) {
+	case WAIT_TIMED:
+		if (rd) {
+			LAZY(rwlock_timedrdlock, "pthread_rwlock_timedrdlock");
+			return real.rwlock_timedrdlock(rw, c->abstime);
+		}
+		LAZY(rwlock_timedwrlock, "pthread_rwlock_timedwrlock");
+		return real.rwlock_timedwrlock(rw, c->abstime);
+	case WAIT_CLOCK:
+		if (rd) {
+			LAZY(rwlock_clockrdlock, "pthread_rwlock_clockrdlock");
+			return real.rwlock_clockrdlock(rw, c->clock, c->abstime);
+		}
+		LAZY(rwlock_clockwrlock, "pthread_rwlock_clockwrlock");
+		return real.rwlock_clockwrlock(rw, c->clock, c->abstime);
+	case WAIT_FOREVER:
+		break;
+	}
+	return rd ? real.rwlock_rdlock(rw) : real.rwlock_wrlock(rw);
+}
+
+static inline int rwlock_try_real(pthread_rwlock_t *rw, enum elide_op op)
+{
+	return op == OP_RDLOCK ? real.rwlock_tryrdlock(rw) : real.rwlock_trywrlock(rw);
+}
+
+static __attribute__((noinline)) int rwlock_acquire_untracked(pthread_rwlock_t *rw, const struct rw_call *c,
+							       void *callsite)
+{
+	struct lock_rec *rec;
+	int r;
+
+	if (!rwlock_is_elidable(rw))
+		return real_rwlock_acquire(rw, c);
+	if (elide.opts.mode != ELIDE_MODE_ON) {
+		r = rwlock_try_real(rw, c->op);
+		if (likely(r != EBUSY))
+			return r;
+	}
+	rec = registry_attach(rw, rwlock_idx_ptr(rw), LOCK_KIND_RWLOCK, callsite);
+	if (elide.opts.mode != ELIDE_MODE_ON)
+		rec_note_contended(rec);
+	if (atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_ELIDE && try_elide(rw, rec, c->op))
+		return 0;
+	return real_rwlock_acquire(rw, c);
+}
+
+static inline int rwlock_acquire(pthread_rwlock_t *rw, const struct rw_call *c, void *callsite)
+{
+	uint16_t idx;
+	struct lock_rec *rec;
+	int r;
+
+	if (unlikely(!elide.enabled))
+		return real_rwlock_acquire(rw, c);
+	idx = __atomic_load_n(rwlock_idx_ptr(rw), __ATOMIC_RELAXED);
+	if (likely(idx == 0))
+		return rwlock_acquire_untracked(rw, c, callsite);
+	rec = rec_of_idx(idx);
+	if (tracked_acquire(rw, rec, c->op))
+		return 0;
+	if (atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_WATCH) {
+		r = rwlock_try_real(rw, c->op);
+		if (r != EBUSY)
+			return r;
+		rec_note_contended(rec);
+	}
+	return real_rwlock_acquire(rw, c);
+}
+
+_public_ int pthread_rwlock_rdlock(pthread_rwlock_t *rw)
+{
+	struct rw_call c = { .op = OP_RDLOCK, .how = WAIT_FOREVER };
+
+	return rwlock_acquire(rw, &c, __builtin_return_address(0));
+}
+
+_public_ int pthread_rwlock_wrlock(pthread_rwlock_t *rw)
+{
+	struct rw_call c = { .op = OP_WRLOCK, .how = WAIT_FOREVER };
+
+	return rwlock_acquire(rw, &c, __builtin_return_address(0));
+}
+
+_public_ int pthread_rwlock_timedrdlock(pthread_rwlock_t *rw, const struct timespec *abstime)
+{
+	struct rw_call c = { .op = OP_RDLOCK, .how = WAIT_TIMED, .abstime = abstime };
+
+	return rwlock_acquire(rw, &c, __builtin_return_address(0));
+}
+
+_public_ int pthread_rwlock_timedwrlock(pthread_rwlock_t *rw, const struct timespec *abstime)
+{
+	struct rw_call c = { .op = OP_WRLOCK, .how = WAIT_TIMED, .abstime = abstime };
+
+	return rwlock_acquire(rw, &c, __builtin_return_address(0));
+}
+
+_public_ int pthread_rwlock_clockrdlock(pthread_rwlock_t *rw, clockid_t clock, const struct timespec *abstime)
+{
+	struct rw_call c = { .op = OP_RDLOCK, .how = WAIT_CLOCK, .clock = clock, .abstime = abstime };
+
+	return rwlock_acquire(rw, &c, __builtin_return_address(0));
+}
+
+_public_ int pthread_rwlock_clockwrlock(pthread_rwlock_t *rw, clockid_t clock, const struct timespec *abstime)
+{
+	struct rw_call c = { .op = OP_WRLOCK, .how = WAIT_CLOCK, .clock = clock, .abstime = abstime };
+
+	return rwlock_acquire(rw, &c, __builtin_return_address(0));
+}
+
+_public_ int pthread_rwlock_tryrdlock(pthread_rwlock_t *rw)
+{
+	if (unlikely(in_elided_section()))
+		_xabort(ELIDE_XABORT_TRYLOCK);
+	return real.rwlock_tryrdlock(rw);
+}
+
+_public_ int pthread_rwlock_trywrlock(pthread_rwlock_t *rw)
+{
+	if (unlikely(in_elided_section()))
+		_xabort(ELIDE_XABORT_TRYLOCK);
+	return real.rwlock_trywrlock(rw);
+}
+
+static __attribute__((noinline)) int rwlock_unlock_maybe_elided(pthread_rwlock_t *rw)
+{
+	struct lock_rec *rec = elided_pop(rw);
+
+	if (!rec)
+		return real.rwlock_unlock(rw);
+	commit_elided(rec);
+	return 0;
+}
+
+_public_ int pthread_rwlock_unlock(pthread_rwlock_t *rw)
+{
+	/* A reader count cannot tell our elided read from a real one: only the
+	 * thread's own elided set can. */
+	if (likely(!in_elided_section()))
+		return real.rwlock_unlock(rw);
+	return rwlock_unlock_maybe_elided(rw);
+}
+
+_public_ int pthread_rwlock_init(pthread_rwlock_t *rw, const pthread_rwlockattr_t *attr)
+{
+	return real.rwlock_init(rw, attr);
+}
+
+_public_ int pthread_rwlock_destroy(pthread_rwlock_t *rw)
+{
+	int r;
+
+	if (unlikely(in_elided_section()))
+		_xabort(ELIDE_XABORT_DESTROY);
+	r = real.rwlock_destroy(rw);
+	if (r == 0 && elide.recs)
+		registry_detach(rwlock_idx_ptr(rw));
+	return r;
+}
+
+/* ---- condition variables ---------------------------------------------- */
+
+/*
+ * glibc unlocks and relocks the mutex through internal calls we cannot see,
+ * so an elided mutex must become a real one first: abort, and the section
+ * re-runs with the lock held for real.
+ */
+static inline void leave_elision_for_cond(void)
+{
+	if (unlikely(in_elided_section()))
+		_xabort(ELIDE_XABORT_COND);
+}
+
+_public_ int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
+{
+	leave_elision_for_cond();
+	LAZY(cond_wait, "pthread_cond_wait");
+	return real.cond_wait(c, m);
+}
+
+_public_ int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abstime)
+{
+	leave_elision_for_cond();
+	LAZY(cond_timedwait, "pthread_cond_timedwait");
+	return real.cond_timedwait(c, m, abstime);
+}
+
+_public_ int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clock,
+				    const struct timespec *abstime)
+{
+	leave_elision_for_cond();
+	LAZY(cond_clockwait, "pthread_cond_clockwait");
+	return real.cond_clockwait(c, m, clock, abstime);
+}
+
+/* ---- elide.h ---------------------------------------------------------- */
+
+static int annotate(struct lock_rec *rec, int policy, const char *name)
+{
+	if (name) {
+		strncpy(rec->name, name, sizeof(rec->name) - 1);
+		rec->name[sizeof(rec->name) - 1] = '\0';
+	}
+	if (policy != ELIDE_POLICY_KEEP)
+		rec_set_policy(rec, policy);
+	return 0;
+}
+
+static bool policy_valid(int policy)
+{
+	return policy == ELIDE_POLICY_KEEP || policy == ELIDE_POLICY_ADAPTIVE ||
+	       policy == ELIDE_POLICY_ALWAYS || policy == ELIDE_POLICY_NEVER;
+}
+
+_public_ int __elide_mutex_annotate(pthread_mutex_t *m, int policy, const char *name)
+{
+	struct lock_rec *rec;
+
+	if (!m || !policy_valid(policy))
+		return -EINVAL;
+	if (policy != ELIDE_POLICY_KEEP && !mutex_is_elidable_kind(m))
+		return -EINVAL;
+	if (!elide.recs)
+		return -ENOMEM;
+	rec = registry_attach(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, __builtin_return_address(0));
+	if (rec == &elide.recs[REC_OVERFLOW])
+		return -ENOSPC;
+	return annotate(rec, policy, name);
+}
+
+_public_ int __elide_rwlock_annotate(pthread_rwlock_t *rw, int policy, const char *name)
+{
+	struct lock_rec *rec;
+
+	if (!rw || !policy_valid(policy))
+		return -EINVAL;
+	if (policy != ELIDE_POLICY_KEEP && !rwlock_is_elidable(rw))
+		return -EINVAL;
+	if (!elide.recs)
+		return -ENOMEM;
+	rec = registry_attach(rw, rwlock_idx_ptr(rw), LOCK_KIND_RWLOCK, __builtin_return_address(0));
+	if (rec == &elide.recs[REC_OVERFLOW])
+		return -ENOSPC;
+	return annotate(rec, policy, name);
+}
+
+_public_ int __elide_active(void)
+{
+	return elide.enabled ? 1 : 0;
+}
+
+/* ---- start-up and exit ------------------------------------------------ */
+
+static void on_bad_option(const char *pair, size_t len, const char *why, void *userdata)
+{
+	log_warning("ELIDE: invalid option '%.*s': %s; ignored", (int)len, pair, why);
+}
+
+static void atfork_prepare(void)
+{
+	registry_fork_prepare();
+}
+
+static void atfork_parent(void)
+{
+	registry_fork_parent();
+}
+
+static void atfork_child(void)
+{
+	registry_fork_child();
+}
+
+/*
+ * Test hook for machines without RTM: ELIDE_SIM_ABORT=STATUS makes every
+ * transaction "abort" with that _xbegin() status before it starts, so the
+ * whole contention / abort / back-off / fallback machinery runs for real.
+ * Never honoured where RTM works, and never for setuid programs.
+ */
+static void setup_sim_abort(void)
+{
+	static char reason[96];
+	const char *v = secure_getenv("ELIDE_SIM_ABORT");
+	unsigned long status;
+	char *end;
+
+	if (!v || elide.hw.rtm_usable)
+		return;
+	errno = 0;
+	status = strtoul(v, &end, 0);
+	if (errno || end == v || *end || status == _XBEGIN_STARTED || status > UINT32_MAX) {
+		log_warning("ELIDE_SIM_ABORT: invalid abort status '%s'; ignored", v);
+		return;
+	}
+	elide.sim_abort = true;
+	elide.sim_abort_status = (uint32_t)status;
+	snprintf(reason, sizeof(reason), "simulated: every transaction aborts with status 0x%lx (ELIDE_SIM_ABORT)",
+		 status);
+	elide.hw.reason = reason;
+}
+
+static const char *decide_disabled_reason(void)
+{
+	static char reason[160];
+
+	if (elide.opts.mode == ELIDE_MODE_OFF)
+		return "mode=off";
+	if (!elide.hw.rtm_usable && !elide.sim_abort) {
+		snprintf(reason, sizeof(reason), "no usable RTM: %s", elide.hw.reason);
+		return reason;
+	}
+	if (elide_glibc_elision_enabled(secure_getenv("GLIBC_TUNABLES")))
+		return "GLIBC_TUNABLES enables glibc's own elision (glibc.elision.enable=1); "
+		       "passing through to avoid eliding twice";
+	if (!elide.recs)
+		return "could not allocate the lock table";
+	return NULL;
+}
+
+__attribute__((constructor(101))) static void elide_init(void)
+{
+	int r;
+
+	log_set_prefix("libelide");
+	elide_options_defaults(&elide.opts);
+	elide_options_parse(&elide.opts, secure_getenv("ELIDE"), on_bad_option, NULL);
+	elide.sample_mask = elide.opts.sample - 1;
+	elide_hw_detect(&elide.hw);
+	setup_sim_abort();
+	resolve_all();
+	r = registry_init();
+	if (r < 0)
+		log_warning_errno(r, "cannot map the lock table (%u records); statistics off",
+				  elide.opts.max_locks);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	elide.disabled_reason = decide_disabled_reason();
+	if (elide.opts.verbose) {
+		if (elide.disabled_reason)
+			log_info("passing all locks through to glibc: %s", elide.disabled_reason);
+		else
+			log_info("eliding with RTM, mode=%s (%s)", elide_mode_to_string(elide.opts.mode),
+				 elide.hw.reason);
+	}
+	__atomic_store_n(&elide.enabled, elide.disabled_reason == NULL, __ATOMIC_RELEASE);
+}
+
+__attribute__((destructor)) static void elide_fini(void)
+{
+	if (elide.opts.report)
+		report_print(STDERR_FILENO);
+}

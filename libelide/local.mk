@@ -1,0 +1,18 @@
+# libelide.so: the LD_PRELOAD library.
+lib_LTLIBRARIES += libelide/libelide.la
+include_HEADERS += include/elide.h
+pkgconfig_DATA += include/elide.pc
+libelide_libelide_la_SOURCES = \
+	libelide/elide.c libelide/elide-internal.h \
+	libelide/rtm.h \
+	libelide/options.c libelide/options.h \
+	libelide/registry.c \
+	libelide/report.c
+# -mrtm only enables the intrinsics; RTM instructions run only when hw.c said so.
+libelide_libelide_la_CPPFLAGS = $(AM_CPPFLAGS) -DELIDE_BUILDING_LIBELIDE
+libelide_libelide_la_CFLAGS = $(AM_CFLAGS) -mrtm -fvisibility=hidden -ftls-model=initial-exec
+libelide_libelide_la_LIBADD = common/libelide-common.la
+libelide_libelide_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -shared \
+	-Wl,--version-script=$(srcdir)/libelide/libelide.sym -Wl,-z,nodelete -Wl,-z,now
+EXTRA_DIST += libelide/libelide.sym
+EXTRA_libelide_libelide_la_DEPENDENCIES = libelide/libelide.sym

@@ -1,0 +1,24 @@
+# Check suites, one per module.  They link the module sources directly.
+if HAVE_CHECK
+UNIT_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -I$(top_srcdir)/libelide
+UNIT_LDADD = $(CHECK_LIBS)
+
+check_PROGRAMS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry
+TESTS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry
+
+tests_unit_test_log_SOURCES = tests/unit/test-log.c common/log.c
+tests_unit_test_log_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_log_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_options_SOURCES = tests/unit/test-options.c libelide/options.c
+tests_unit_test_options_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_options_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_hw_SOURCES = tests/unit/test-hw.c common/hw.c
+tests_unit_test_hw_CFLAGS = $(UNIT_CFLAGS) -mrtm
+tests_unit_test_hw_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_registry_SOURCES = tests/unit/test-registry.c libelide/registry.c libelide/options.c
+tests_unit_test_registry_CFLAGS = $(UNIT_CFLAGS) -mrtm
+tests_unit_test_registry_LDADD = $(UNIT_LDADD)
+endif

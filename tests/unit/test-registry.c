@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * libelide's lock records and adaptation, driven directly: abort
+ * classification, contention gating, back-off growth and cap, the abort
+ * ratio cut-off, overflow, detach and the PTHREAD_MUTEX_NORMAL attributes.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "elide-internal.h"
+
+struct elide_state elide;
+
+static void setup_mode(enum elide_mode mode, unsigned max_locks)
+{
+	if (elide.recs)
+		munmap(elide.recs, (size_t)elide.nrecs * sizeof(struct lock_rec));
+	elide_options_defaults(&elide.opts);
+	elide.opts.mode = mode;
+	elide.opts.max_locks = max_locks;
+	elide.sample_mask = elide.opts.sample - 1;
+	ck_assert_int_eq(registry_init(), 0);
+}
+
+static void setup(void)
+{
+	setup_mode(ELIDE_MODE_ADAPTIVE, 64);
+}
+
+static int32_t gate(const struct lock_rec *rec)
+{
+	return atomic_load(&rec->gate);
+}
+
+static uint64_t stat(const struct lock_rec *rec, enum lock_stat s)
+{
+	return atomic_load(&rec->stats[s]);
+}
+
+START_TEST(test_classify)
+{
+	ck_assert_int_eq(elide_abort_classify(_XABORT_EXPLICIT | (ELIDE_XABORT_BUSY << 24)), ELIDE_ABORT_BUSY);
+	ck_assert_int_eq(elide_abort_classify(_XABORT_EXPLICIT | (ELIDE_XABORT_TRYLOCK << 24)), ELIDE_ABORT_EXPLICIT);
+	ck_assert_int_eq(elide_abort_classify(_XABORT_CAPACITY), ELIDE_ABORT_CAPACITY);
+	ck_assert_int_eq(elide_abort_classify(_XABORT_CONFLICT | _XABORT_RETRY), ELIDE_ABORT_CONFLICT);
+	ck_assert_int_eq(elide_abort_classify(_XABORT_CAPACITY | _XABORT_CONFLICT), ELIDE_ABORT_CAPACITY);
+	ck_assert_int_eq(elide_abort_classify(_XABORT_DEBUG), ELIDE_ABORT_DEBUG);
+	ck_assert_int_eq(elide_abort_classify(_XABORT_NESTED), ELIDE_ABORT_NESTED);
+	ck_assert_int_eq(elide_abort_classify(_XABORT_RETRY), ELIDE_ABORT_RETRY);
+	ck_assert_int_eq(elide_abort_classify(0), ELIDE_ABORT_OTHER);
+	ck_assert(elide_abort_is_transient(_XABORT_CONFLICT | _XABORT_RETRY));
+	ck_assert(elide_abort_is_transient(_XABORT_RETRY));
+	ck_assert(!elide_abort_is_transient(_XABORT_CAPACITY | _XABORT_RETRY));
+	ck_assert(!elide_abort_is_transient(0));
+	ck_assert(!elide_abort_is_transient(_XABORT_EXPLICIT | _XABORT_RETRY));
+	for (int c = 0; c < ELIDE_ABORT_NCAUSES; c++)
+		ck_assert_ptr_nonnull(elide_abort_cause_names[c]);
+}
+END_TEST
+
+START_TEST(test_attach_is_stable)
+{
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *a, *b;
+
+	a = registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL);
+	b = registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL);
+	ck_assert_ptr_eq(a, b);
+	ck_assert_ptr_eq(atomic_load(&a->addr), &m);
+	ck_assert_uint_gt(*mutex_idx_ptr(&m), REC_OVERFLOW);
+	ck_assert_int_eq(gate(a), GATE_WATCH);
+	/* The lock itself still works with the index stored inside it. */
+	ck_assert_int_eq(pthread_mutex_lock(&m), 0);
+	ck_assert_int_eq(pthread_mutex_unlock(&m), 0);
+	ck_assert_uint_gt(*mutex_idx_ptr(&m), REC_OVERFLOW);
+}
+END_TEST
+
+START_TEST(test_rwlock_index_survives_use)
+{
+	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+	struct lock_rec *rec = registry_attach(&rw, rwlock_idx_ptr(&rw), LOCK_KIND_RWLOCK, NULL);
+	uint16_t idx = *rwlock_idx_ptr(&rw);
+
+	ck_assert_ptr_eq(rec_of_idx(idx), rec);
+	ck_assert_int_eq(pthread_rwlock_rdlock(&rw), 0);
+	ck_assert_int_eq(pthread_rwlock_rdlock(&rw), 0);
+	ck_assert_int_eq(pthread_rwlock_unlock(&rw), 0);
+	ck_assert_int_eq(pthread_rwlock_unlock(&rw), 0);
+	ck_assert_int_eq(pthread_rwlock_wrlock(&rw), 0);
+	ck_assert_int_eq(pthread_rwlock_unlock(&rw), 0);
+	ck_assert_uint_eq(*rwlock_idx_ptr(&rw), idx);
+}
+END_TEST
+
+START_TEST(test_contention_gates_elision)
+{
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *rec = registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL);
+
+	for (unsigned i = 1; i < elide.opts.contention; i++) {
+		rec_note_contended(rec);
+		ck_assert_int_eq(gate(rec), GATE_WATCH);
+	}
+	rec_note_contended(rec);
+	ck_assert_int_eq(gate(rec), GATE_ELIDE);
+	ck_assert_int_eq(atomic_load(&rec->reason), REASON_CONTENDED);
+	ck_assert_uint_eq(stat(rec, STAT_CONTENDED), elide.opts.contention);
+}
+END_TEST
+
+START_TEST(test_backoff_doubles_and_caps)
+{
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *rec = registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL);
+	int32_t expect = (int32_t)elide.opts.skip;
+
+	elide.opts.skip_max = 1000;
+	for (int i = 0; i < 12; i++) {
+		atomic_store(&rec->gate, GATE_ELIDE);
+		rec_back_off(rec);
+		ck_assert_int_eq(gate(rec), expect);
+		expect = expect * 2 > 1000 ? 1000 : expect * 2;
+	}
+	/* Sampled commits shorten the next back-off again. */
+	for (int i = 0; i < 40; i++)
+		rec_note_commit_sample(rec);
+	ck_assert_uint_eq(atomic_load(&rec->backoff_level), 0);
+	atomic_store(&rec->gate, GATE_ELIDE);
+	rec_back_off(rec);
+	ck_assert_int_eq(gate(rec), (int32_t)elide.opts.skip);
+}
+END_TEST
+
+START_TEST(test_backoff_only_from_eliding)
+{
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *rec = registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL);
+
+	rec_set_policy(rec, ELIDE_POLICY_NEVER);
+	rec_back_off(rec);
+	ck_assert_int_eq(gate(rec), GATE_NEVER);
+	rec_set_policy(rec, ELIDE_POLICY_ALWAYS);
+	rec_back_off(rec);
+	ck_assert_int_eq(gate(rec), GATE_ELIDE); /* always means always */
+	rec_set_policy(rec, ELIDE_POLICY_ADAPTIVE);
+	ck_assert_int_eq(gate(rec), GATE_WATCH);
+}
+END_TEST
+
+START_TEST(test_mode_on_never_backs_off)
+{
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *rec;
+
+	setup_mode(ELIDE_MODE_ON, 64);
+	rec = registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL);
+	ck_assert_int_eq(gate(rec), GATE_ELIDE);
+	for (int i = 0; i < 5000; i++)
+		rec_note_abort(rec, _XABORT_CAPACITY, 10);
+	rec_back_off(rec);
+	ck_assert_int_eq(gate(rec), GATE_ELIDE);
+	ck_assert_uint_eq(stat(rec, STAT_ABORT_FIRST + ELIDE_ABORT_CAPACITY), 5000);
+	ck_assert_uint_eq(stat(rec, STAT_CYCLES_LOST), 50000);
+}
+END_TEST
+
+START_TEST(test_abort_ratio_window)
+{
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *rec = registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL);
+	unsigned sample = elide.opts.sample;
+
+	elide.opts.window = 100;
+	atomic_store(&rec->gate, GATE_ELIDE);
+	/* 99 aborts against many commits: window not complete, no change. */
+	for (int i = 0; i < 99; i++)
+		rec_note_abort(rec, _XABORT_CONFLICT | _XABORT_RETRY, 0);
+	ck_assert_int_eq(gate(rec), GATE_ELIDE);
+	/* Commits dominate the window: the 100th abort keeps eliding. */
+	for (unsigned i = 0; i < 1000 / sample + 2; i++)
+		rec_note_commit_sample(rec);
+	rec_note_abort(rec, _XABORT_CONFLICT | _XABORT_RETRY, 0);
+	ck_assert_int_eq(gate(rec), GATE_ELIDE);
+	/* A window of aborts with no commits backs off. */
+	for (int i = 0; i < 100; i++)
+		rec_note_abort(rec, _XABORT_CONFLICT | _XABORT_RETRY, 0);
+	ck_assert_int_gt(gate(rec), 0);
+	ck_assert_uint_eq(stat(rec, STAT_ABORT_FIRST + ELIDE_ABORT_CONFLICT), 200);
+}
+END_TEST
+
+START_TEST(test_overflow_and_detach)
+{
+	pthread_mutex_t locks[80];
+	struct lock_rec *overflow = &elide.recs[REC_OVERFLOW];
+	unsigned n_overflow = 0;
+	struct lock_rec *rec;
+
+	for (int i = 0; i < 80; i++) {
+		pthread_mutex_init(&locks[i], NULL);
+		rec = registry_attach(&locks[i], mutex_idx_ptr(&locks[i]), LOCK_KIND_MUTEX, NULL);
+		rec_count(rec, STAT_CONTENDED, 1);
+		if (rec == overflow)
+			n_overflow++;
+	}
+	/* 64 records: [0] unused, [1] overflow, 62 for locks. */
+	ck_assert_uint_eq(n_overflow, 80 - 62);
+	ck_assert_uint_eq(stat(overflow, STAT_CONTENDED), 80 - 62);
+	/* Destroying a tracked lock moves its counts to overflow and frees the record. */
+	registry_detach(mutex_idx_ptr(&locks[0]));
+	ck_assert_uint_eq(*mutex_idx_ptr(&locks[0]), 0);
+	ck_assert_uint_eq(stat(overflow, STAT_CONTENDED), 80 - 62 + 1);
+	rec = registry_attach(&locks[79], mutex_idx_ptr(&locks[79]), LOCK_KIND_MUTEX, NULL);
+	ck_assert_ptr_eq(rec, overflow); /* already in overflow: stays there */
+	{
+		pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+		rec = registry_attach(&fresh, mutex_idx_ptr(&fresh), LOCK_KIND_MUTEX, NULL);
+		ck_assert_ptr_ne(rec, overflow); /* the freed record is reused */
+		ck_assert_uint_eq(stat(rec, STAT_CONTENDED), 0);
+	}
+}
+END_TEST
+
+START_TEST(test_garbage_index_is_bounded)
+{
+	ck_assert_ptr_eq(rec_of_idx(65535), &elide.recs[REC_OVERFLOW]);
+	ck_assert_ptr_eq(rec_of_idx((uint16_t)elide.nrecs), &elide.recs[REC_OVERFLOW]);
+}
+END_TEST
+
+START_TEST(test_normal_attrs)
+{
+	pthread_mutexattr_t a = { 0 }, b = { 0 };
+
+	ck_assert(!attr_is_normal(&a));
+	ck_assert_int_eq(attr_mark_normal(&a, true), 0);
+	ck_assert(attr_is_normal(&a));
+	ck_assert(!attr_is_normal(&b));
+	ck_assert(!attr_is_normal(NULL));
+	ck_assert_int_eq(attr_mark_normal(&a, true), 0); /* idempotent */
+	ck_assert_int_eq(attr_mark_normal(&a, false), 0);
+	ck_assert(!attr_is_normal(&a));
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("registry");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, test_classify);
+	tcase_add_test(tc, test_attach_is_stable);
+	tcase_add_test(tc, test_rwlock_index_survives_use);
+	tcase_add_test(tc, test_contention_gates_elision);
+	tcase_add_test(tc, test_backoff_doubles_and_caps);
+	tcase_add_test(tc, test_backoff_only_from_eliding);
+	tcase_add_test(tc, test_mode_on_never_backs_off);
+	tcase_add_test(tc, test_abort_ratio_window);
+	tcase_add_test(tc, test_overflow_and_detach);
+	tcase_add_test(tc, test_garbage_index_is_bounded);
+	tcase_add_test(tc, test_normal_attrs);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
