@@ -134,13 +134,15 @@ if [[ $preload_err == *"cannot be preloaded"* ]]; then
 fi
 
 all_workloads=$("$bench" --list) || die "'$bench --list' failed"
+all_joined=$(tr '\n' ' ' <<<"$all_workloads")
+all_joined=${all_joined% }
 if [[ -z $workloads ]]; then
-	workloads=$(echo $all_workloads)
+	workloads=$all_joined
 fi
 [[ -n ${workloads// /} ]] || usage_error "--workloads is empty"
 for w in $workloads; do
 	grep -qxF -- "$w" <<<"$all_workloads" ||
-		usage_error "unknown workload '$w' (known: $(echo $all_workloads))"
+		usage_error "unknown workload '$w' (known: $all_joined)"
 done
 
 # Run one configuration once; prints ops/s, or aborts the whole script.

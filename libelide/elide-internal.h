@@ -16,6 +16,7 @@
 #include "macros.h"
 #include "options.h"
 #include "rtm.h"
+#include "segment-format.h"
 
 /*
  * A lock's record index lives inside the lock, in bytes glibc keeps for
@@ -32,19 +33,29 @@ static inline uint16_t *mutex_idx_ptr(pthread_mutex_t *m)
 	return (uint16_t *)&m->__data.__elision;
 }
 
-static inline uint16_t *rwlock_idx_ptr(pthread_rwlock_t *rw)
+static inline uint16_t *rwlock_idx_ptr(pthread_rwlock_t *rw, bool write)
 {
-	return (uint16_t *)(void *)&rw->__data.__pad1[1];
+	/* Readers and writers adapt separately: two records per rwlock. */
+	return (uint16_t *)(void *)&rw->__data.__pad1[write ? 3 : 1];
 }
 
 /* glibc's rwlock __readers word (documented in pthread_rwlock_common.c). */
 #define RWLOCK_WRPHASE 1u
 #define RWLOCK_WRLOCKED 2u
+#define RWLOCK_RWAITING 4u
 #define RWLOCK_READER_SHIFT 3
 
 enum lock_kind {
-	LOCK_KIND_MUTEX = 0,
-	LOCK_KIND_RWLOCK = 1,
+	LOCK_KIND_MUTEX = 1,        /* values as enum elide_seg_kind */
+	LOCK_KIND_RWLOCK_READ = 2,
+	LOCK_KIND_RWLOCK_WRITE = 3,
+};
+
+/* elide.path: what the acquisition fast path does. */
+enum lock_path {
+	PATH_OFF = 0,        /* pass everything through (not eliding) */
+	PATH_WATCH = 1,      /* adaptive: locks free and without a record go through */
+	PATH_TRACK_ALL = 2,  /* mode=on: every eligible lock gets a record */
 };
 
 /*
@@ -58,57 +69,60 @@ enum lock_kind {
 #define GATE_WATCH (-1)
 #define GATE_NEVER (-2)
 
-/* Why a lock is in its state; shown in the report. */
-enum lock_reason {
-	REASON_UNCONTENDED = 0, /* adaptive, waiting for contention */
-	REASON_CONTENDED,       /* adaptive, eliding because it is contended */
-	REASON_MODE_ON,         /* ELIDE=mode=on */
-	REASON_POLICY_ALWAYS,   /* elide.h ELIDE_POLICY_ALWAYS */
-	REASON_POLICY_NEVER,    /* elide.h ELIDE_POLICY_NEVER */
-	REASON_TYPE_NORMAL,     /* explicit PTHREAD_MUTEX_NORMAL must deadlock on relock */
-	REASON_NREASONS
-};
-
+/* Statistics live in the lock's segment entry (segment-format.h). */
 enum lock_stat {
-	STAT_ACQUIRED = 0,     /* estimate: exact real acquisitions + sampled commits */
-	STAT_ATTEMPTS,         /* transactions started (commits estimate + aborts) */
-	STAT_COMMITS,          /* estimate: sampled 1 in opts.sample */
-	STAT_FALLBACKS,        /* acquisitions that gave up eliding and took the lock */
-	STAT_CONTENDED,        /* acquisitions that found the lock held (real path) */
-	STAT_SKIPPED,          /* estimate: real acquisitions during back-off */
-	STAT_CYCLES_LOST,      /* estimate: TSC cycles spent in aborted transactions */
-	STAT_ABORT_FIRST,      /* + enum elide_abort_cause */
-	STAT_NSTATS = STAT_ABORT_FIRST + ELIDE_ABORT_NCAUSES
+	STAT_ACQUIRED = ELIDE_SEG_STAT_ACQUIRED,
+	STAT_ATTEMPTS = ELIDE_SEG_STAT_ATTEMPTS,
+	STAT_COMMITS = ELIDE_SEG_STAT_COMMITS,
+	STAT_FALLBACKS = ELIDE_SEG_STAT_FALLBACKS,
+	STAT_CONTENDED = ELIDE_SEG_STAT_CONTENDED,
+	STAT_SKIPPED = ELIDE_SEG_STAT_SKIPPED,
+	STAT_CYCLES_LOST = ELIDE_SEG_STAT_CYCLES_LOST,
+	STAT_ABORT_FIRST = ELIDE_SEG_STAT_ABORT_CONFLICT, /* + enum elide_abort_cause */
+	STAT_NSTATS = ELIDE_SEG_NSTATS
 };
+_Static_assert(STAT_ABORT_FIRST + ELIDE_ABORT_NCAUSES == STAT_NSTATS, "abort causes match the segment");
+_Static_assert(STAT_ABORT_FIRST + ELIDE_ABORT_OTHER == ELIDE_SEG_STAT_ABORT_OTHER, "abort order");
+_Static_assert(STAT_ABORT_FIRST + ELIDE_ABORT_BUSY == ELIDE_SEG_STAT_ABORT_BUSY, "abort order");
 
+/*
+ * Private per-lock state; index i pairs with segment entry i, which holds
+ * the lock's identity, state and statistics for readers outside.
+ */
 struct lock_rec {
 	/* Hot, read-mostly: read before every transaction. */
 	_Atomic int32_t gate;
-	_Atomic uint8_t policy;       /* enum elide_policy of this lock */
-	_Atomic uint8_t reason;       /* enum lock_reason */
-	uint8_t kind;                 /* enum lock_kind */
+	_Atomic uint8_t policy;        /* enum elide_policy in effect */
+	_Atomic uint8_t own_policy;    /* set by the program (elide.h) or the lock type */
+	_Atomic uint8_t reason;        /* enum elide_seg_reason */
+	uint8_t kind;                  /* enum lock_kind */
 	_Atomic uint8_t backoff_level; /* back-off doubles per persistent abort */
-	_Atomic(void *) addr;         /* the lock; NULL when the record is free */
-	void *callsite;               /* first contended acquisition's return address */
-	char name[ELIDE_NAME_MAX];    /* from elide.h, or empty */
+	_Atomic(void *) addr;          /* the lock; NULL when the record is free */
 	/* Cold: written on aborts, contention and 1 in opts.sample commits. */
 	_Atomic uint32_t contended_watch; /* contended acquisitions while watching */
 	_Atomic uint32_t window_aborts;
 	_Atomic uint64_t window_commits;
-	_Atomic uint64_t stats[STAT_NSTATS];
+	uint32_t ctl_applied;          /* entry.ctl_policy last applied */
 	uint32_t next_free;
 } __attribute__((aligned(64)));
 
 struct elide_state {
+	uint8_t path;                 /* enum lock_path, read first on every acquisition */
 	bool enabled;                 /* elide at all (RTM usable, mode != off, ...) */
 	const char *disabled_reason;  /* why not, when !enabled */
-	struct elide_options opts;
+	struct elide_options opts;    /* in effect (elided may change mode and knobs) */
+	enum elide_mode env_mode;     /* the mode ELIDE asked for */
 	struct elide_hw hw;
 	uint32_t sample_mask;         /* opts.sample - 1 */
 	bool sim_abort;               /* ELIDE_SIM_ABORT: no RTM, pretend every XBEGIN aborts */
 	uint32_t sim_abort_status;    /* ...with this status */
 	struct lock_rec *recs;        /* opts.max_locks records, [0] unused, [1] overflow */
 	uint32_t nrecs;
+	/* The segment (or a private stand-in when it cannot be created). */
+	struct elide_seg_header *seg_header;
+	struct elide_seg_control *seg_control;
+	struct elide_seg_lock *seg_locks; /* nrecs entries, paired with recs */
+	uint64_t control_seen;        /* generation of the last control block applied */
 };
 
 extern struct elide_state elide _hidden_;
@@ -116,22 +130,66 @@ extern struct elide_state elide _hidden_;
 /* Record index 1 collects every lock that found the table full. */
 #define REC_OVERFLOW 1
 
+/* A lock's record; an index that cannot be ours (memory reused without
+ * pthread_*_init) lands in the overflow record instead of out of bounds. */
+static inline struct lock_rec *rec_of_idx(uint16_t idx)
+{
+	if (unlikely(idx >= elide.nrecs))
+		return &elide.recs[REC_OVERFLOW];
+	return &elide.recs[idx];
+}
+
 /* registry.c */
 int registry_init(void) _hidden_;
-struct lock_rec *rec_of_idx(uint16_t idx) _hidden_;
 struct lock_rec *registry_attach(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite) _hidden_;
 void registry_detach(uint16_t *idx_ptr) _hidden_;
 void registry_fork_prepare(void) _hidden_;
 void registry_fork_parent(void) _hidden_;
 void registry_fork_child(void) _hidden_;
-void rec_count(struct lock_rec *rec, enum lock_stat stat, uint64_t n) _hidden_;
+static inline uint32_t rec_index(const struct lock_rec *rec)
+{
+	return (uint32_t)(rec - elide.recs);
+}
+
+static inline struct elide_seg_lock *rec_entry(const struct lock_rec *rec)
+{
+	return &elide.seg_locks[rec_index(rec)];
+}
+
+static inline void rec_count(struct lock_rec *rec, enum lock_stat stat, uint64_t n)
+{
+	__atomic_fetch_add(&rec_entry(rec)->stats[stat], n, __ATOMIC_RELAXED);
+}
+
+void rec_publish_state(struct lock_rec *rec) _hidden_;
+void registry_apply_mode(void) _hidden_;
+void registry_apply_lock_decisions(void) _hidden_;
 void rec_set_policy(struct lock_rec *rec, int policy) _hidden_;
+void rec_set_type_normal(struct lock_rec *rec) _hidden_;
+void registry_init_overflow_entry(void) _hidden_;
 void rec_note_contended(struct lock_rec *rec) _hidden_;
 void rec_note_abort(struct lock_rec *rec, uint32_t status, uint64_t cycles) _hidden_;
 void rec_note_commit_sample(struct lock_rec *rec) _hidden_;
 void rec_back_off(struct lock_rec *rec) _hidden_;
 int attr_mark_normal(const pthread_mutexattr_t *attr, bool normal) _hidden_;
 bool attr_is_normal(const pthread_mutexattr_t *attr) _hidden_;
+
+/* segment.c */
+void segment_init(void) _hidden_;
+void segment_fini(void) _hidden_;
+void segment_fork_child(void) _hidden_;
+void segment_publish_status(void) _hidden_;
+void segment_poll_control_slow(void) _hidden_;
+
+/* Called on sampled paths: decisions from elided arrive without a syscall. */
+static inline void segment_poll_control(void)
+{
+	if (unlikely(__atomic_load_n(&elide.seg_control->generation, __ATOMIC_ACQUIRE) != elide.control_seen))
+		segment_poll_control_slow();
+}
+
+/* elide.c */
+void elide_set_mode(enum elide_mode mode) _hidden_;
 
 /* report.c */
 void report_print(int fd) _hidden_;

@@ -246,6 +246,12 @@ static inline unsigned rwlock_readers(const pthread_rwlock_t *rw)
 	return __atomic_load_n(&rw->__data.__readers, __ATOMIC_RELAXED);
 }
 
+/* Held by a writer, or by readers other than us. */
+static inline bool rwlock_in_use(const pthread_rwlock_t *rw)
+{
+	return (rwlock_readers(rw) & ~(RWLOCK_WRPHASE | RWLOCK_RWAITING)) != 0;
+}
+
 static inline bool rwlock_free_for_reader(const pthread_rwlock_t *rw)
 {
 	return !(rwlock_readers(rw) & RWLOCK_WRLOCKED) &&
@@ -380,6 +386,8 @@ static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_
 		rec_count(rec, STAT_ACQUIRED, elide.opts.sample);
 		if (gate > 0)
 			rec_count(rec, STAT_SKIPPED, elide.opts.sample);
+		rec_publish_state(rec);
+		segment_poll_control();
 	}
 	return false;
 }
@@ -420,80 +428,75 @@ static int real_mutex_acquire(pthread_mutex_t *m, const struct wait_spec *w)
 	return real.mutex_lock(m);
 }
 
-/* A mutex without a record: plain unless it turns out to be contended. */
-static __attribute__((noinline)) int mutex_acquire_untracked(pthread_mutex_t *m, const struct wait_spec *w,
-							      void *callsite)
-{
-	struct lock_rec *rec;
-	int r;
-
-	if (!mutex_is_elidable_kind(m))
-		return real_mutex_acquire(m, w);
-	if (elide.opts.mode != ELIDE_MODE_ON) {
-		r = real.mutex_trylock(m);
-		if (likely(r != EBUSY))
-			return r;
-	}
-	rec = registry_attach(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, callsite);
-	if (elide.opts.mode != ELIDE_MODE_ON)
-		rec_note_contended(rec);
-	if (atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_ELIDE && try_elide(m, rec, OP_MUTEX))
-		return 0;
-	return real_mutex_acquire(m, w);
-}
-
-/* A mutex with a record: the gate decides. */
-static __attribute__((noinline)) int mutex_acquire_tracked(pthread_mutex_t *m, const struct wait_spec *w,
-							    uint16_t idx)
-{
-	struct lock_rec *rec = rec_of_idx(idx);
-	int r;
-
-	if (tracked_acquire(m, rec, OP_MUTEX))
-		return 0;
-	if (atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_WATCH) {
-		r = real.mutex_trylock(m);
-		if (r != EBUSY)
-			return r;
-		rec_note_contended(rec);
-	}
-	return real_mutex_acquire(m, w);
-}
-
-static inline int mutex_acquire(pthread_mutex_t *m, const struct wait_spec *w, void *callsite)
+/*
+ * The slow path: the mutex has a record, or it was held when we looked, or
+ * mode=on tracks every lock.  Only contended (or annotated) locks get here
+ * in adaptive mode, so single-threaded use never pays for it.
+ */
+static __attribute__((noinline)) int mutex_acquire_slow(pthread_mutex_t *m, const struct wait_spec *w,
+							 void *callsite)
 {
 	uint16_t idx = __atomic_load_n(mutex_idx_ptr(m), __ATOMIC_RELAXED);
+	struct lock_rec *rec;
 
-	if (likely(idx == 0))
-		return mutex_acquire_untracked(m, w, callsite);
-	return mutex_acquire_tracked(m, w, idx);
+	if (idx == 0) {
+		if (!mutex_is_elidable_kind(m))
+			return real_mutex_acquire(m, w);
+		rec = registry_attach(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, callsite);
+		if (elide.opts.mode != ELIDE_MODE_ON)
+			rec_note_contended(rec);
+	} else {
+		rec = rec_of_idx(idx);
+	}
+	if (tracked_acquire(m, rec, OP_MUTEX))
+		return 0;
+	if (atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_WATCH && mutex_word(m) != 0)
+		rec_note_contended(rec);
+	return real_mutex_acquire(m, w);
+}
+
+/*
+ * The fast path of every acquisition: a mutex without a record that is free
+ * right now goes straight to glibc.  One look at the lock's cache line (the
+ * index and the lock word share it) decides; the check is racy on purpose:
+ * a lock that becomes held a moment later was simply not seen contended.
+ */
+static inline bool mutex_takes_fast_path(const pthread_mutex_t *m)
+{
+	uint8_t path = elide.path;
+
+	if (likely(path == PATH_OFF))
+		return true;
+	if (path == PATH_TRACK_ALL)
+		return false;
+	return (__atomic_load_n(&m->__data.__elision, __ATOMIC_RELAXED) | mutex_word(m)) == 0;
 }
 
 _public_ int pthread_mutex_lock(pthread_mutex_t *m)
 {
 	static const struct wait_spec forever = { .how = WAIT_FOREVER };
 
-	if (unlikely(!elide.enabled))
+	if (likely(mutex_takes_fast_path(m)))
 		return real.mutex_lock(m);
-	return mutex_acquire(m, &forever, __builtin_return_address(0));
+	return mutex_acquire_slow(m, &forever, __builtin_return_address(0));
 }
 
 _public_ int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abstime)
 {
 	struct wait_spec w = { .how = WAIT_TIMED, .abstime = abstime };
 
-	if (unlikely(!elide.enabled))
+	if (likely(mutex_takes_fast_path(m)))
 		return real_mutex_acquire(m, &w);
-	return mutex_acquire(m, &w, __builtin_return_address(0));
+	return mutex_acquire_slow(m, &w, __builtin_return_address(0));
 }
 
 _public_ int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock, const struct timespec *abstime)
 {
 	struct wait_spec w = { .how = WAIT_CLOCK, .clock = clock, .abstime = abstime };
 
-	if (unlikely(!elide.enabled))
+	if (likely(mutex_takes_fast_path(m)))
 		return real_mutex_acquire(m, &w);
-	return mutex_acquire(m, &w, __builtin_return_address(0));
+	return mutex_acquire_slow(m, &w, __builtin_return_address(0));
 }
 
 static __attribute__((noinline)) int mutex_unlock_maybe_elided(pthread_mutex_t *m)
@@ -536,9 +539,7 @@ _public_ int pthread_mutex_init(pthread_mutex_t *m, const pthread_mutexattr_t *a
 		return r;
 	/* glibc's initializer cleared our index, so this makes a fresh record. */
 	rec = registry_attach(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, __builtin_return_address(0));
-	atomic_store_explicit(&rec->policy, ELIDE_POLICY_NEVER, memory_order_relaxed);
-	atomic_store_explicit(&rec->reason, REASON_TYPE_NORMAL, memory_order_relaxed);
-	atomic_store_explicit(&rec->gate, GATE_NEVER, memory_order_release);
+	rec_set_type_normal(rec);
 	return r;
 }
 
@@ -609,95 +610,94 @@ static int real_rwlock_acquire(pthread_rwlock_t *rw, const struct rw_call *c)
 	return rd ? real.rwlock_rdlock(rw) : real.rwlock_wrlock(rw);
 }
 
-static inline int rwlock_try_real(pthread_rwlock_t *rw, enum elide_op op)
+static __attribute__((noinline)) int rwlock_acquire_slow(pthread_rwlock_t *rw, enum elide_op op, enum mutex_wait how,
+							  clockid_t clock, const struct timespec *abstime,
+							  void *callsite)
 {
-	return op == OP_RDLOCK ? real.rwlock_tryrdlock(rw) : real.rwlock_trywrlock(rw);
-}
-
-static __attribute__((noinline)) int rwlock_acquire_untracked(pthread_rwlock_t *rw, const struct rw_call *c,
-							       void *callsite)
-{
+	const struct rw_call call = { .op = op, .how = how, .clock = clock, .abstime = abstime };
+	const struct rw_call *c = &call;
+	uint16_t *idx_ptr = rwlock_idx_ptr(rw, c->op == OP_WRLOCK);
+	uint16_t idx = __atomic_load_n(idx_ptr, __ATOMIC_RELAXED);
 	struct lock_rec *rec;
-	int r;
 
-	if (!rwlock_is_elidable(rw))
-		return real_rwlock_acquire(rw, c);
-	if (elide.opts.mode != ELIDE_MODE_ON) {
-		r = rwlock_try_real(rw, c->op);
-		if (likely(r != EBUSY))
-			return r;
+	if (idx == 0) {
+		if (!rwlock_is_elidable(rw))
+			return real_rwlock_acquire(rw, c);
+		rec = registry_attach(rw, idx_ptr, c->op == OP_WRLOCK ? LOCK_KIND_RWLOCK_WRITE : LOCK_KIND_RWLOCK_READ,
+				      callsite);
+		if (elide.opts.mode != ELIDE_MODE_ON)
+			rec_note_contended(rec);
+	} else {
+		rec = rec_of_idx(idx);
 	}
-	rec = registry_attach(rw, rwlock_idx_ptr(rw), LOCK_KIND_RWLOCK, callsite);
-	if (elide.opts.mode != ELIDE_MODE_ON)
-		rec_note_contended(rec);
-	if (atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_ELIDE && try_elide(rw, rec, c->op))
-		return 0;
-	return real_rwlock_acquire(rw, c);
-}
-
-static inline int rwlock_acquire(pthread_rwlock_t *rw, const struct rw_call *c, void *callsite)
-{
-	uint16_t idx;
-	struct lock_rec *rec;
-	int r;
-
-	if (unlikely(!elide.enabled))
-		return real_rwlock_acquire(rw, c);
-	idx = __atomic_load_n(rwlock_idx_ptr(rw), __ATOMIC_RELAXED);
-	if (likely(idx == 0))
-		return rwlock_acquire_untracked(rw, c, callsite);
-	rec = rec_of_idx(idx);
 	if (tracked_acquire(rw, rec, c->op))
 		return 0;
-	if (atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_WATCH) {
-		r = rwlock_try_real(rw, c->op);
-		if (r != EBUSY)
-			return r;
+	if (atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_WATCH && rwlock_in_use(rw))
 		rec_note_contended(rec);
-	}
 	return real_rwlock_acquire(rw, c);
+}
+
+/* As for mutexes; "in use" includes other readers, whose count bounces the
+ * lock's cache line between CPUs: exactly what read elision removes. */
+static inline bool rwlock_takes_fast_path(pthread_rwlock_t *rw, bool write)
+{
+	uint8_t path = elide.path;
+
+	if (likely(path == PATH_OFF))
+		return true;
+	if (path == PATH_TRACK_ALL)
+		return false;
+	return __atomic_load_n(rwlock_idx_ptr(rw, write), __ATOMIC_RELAXED) == 0 && !rwlock_in_use(rw);
 }
 
 _public_ int pthread_rwlock_rdlock(pthread_rwlock_t *rw)
 {
-	struct rw_call c = { .op = OP_RDLOCK, .how = WAIT_FOREVER };
-
-	return rwlock_acquire(rw, &c, __builtin_return_address(0));
+	if (likely(rwlock_takes_fast_path(rw, false)))
+		return real.rwlock_rdlock(rw);
+	return rwlock_acquire_slow(rw, OP_RDLOCK, WAIT_FOREVER, 0, NULL, __builtin_return_address(0));
 }
 
 _public_ int pthread_rwlock_wrlock(pthread_rwlock_t *rw)
 {
-	struct rw_call c = { .op = OP_WRLOCK, .how = WAIT_FOREVER };
-
-	return rwlock_acquire(rw, &c, __builtin_return_address(0));
+	if (likely(rwlock_takes_fast_path(rw, true)))
+		return real.rwlock_wrlock(rw);
+	return rwlock_acquire_slow(rw, OP_WRLOCK, WAIT_FOREVER, 0, NULL, __builtin_return_address(0));
 }
 
 _public_ int pthread_rwlock_timedrdlock(pthread_rwlock_t *rw, const struct timespec *abstime)
 {
-	struct rw_call c = { .op = OP_RDLOCK, .how = WAIT_TIMED, .abstime = abstime };
-
-	return rwlock_acquire(rw, &c, __builtin_return_address(0));
-}
-
-_public_ int pthread_rwlock_timedwrlock(pthread_rwlock_t *rw, const struct timespec *abstime)
-{
-	struct rw_call c = { .op = OP_WRLOCK, .how = WAIT_TIMED, .abstime = abstime };
-
-	return rwlock_acquire(rw, &c, __builtin_return_address(0));
+	if (likely(rwlock_takes_fast_path(rw, false))) {
+		LAZY(rwlock_timedrdlock, "pthread_rwlock_timedrdlock");
+		return real.rwlock_timedrdlock(rw, abstime);
+	}
+	return rwlock_acquire_slow(rw, OP_RDLOCK, WAIT_TIMED, 0, abstime, __builtin_return_address(0));
 }
 
 _public_ int pthread_rwlock_clockrdlock(pthread_rwlock_t *rw, clockid_t clock, const struct timespec *abstime)
 {
-	struct rw_call c = { .op = OP_RDLOCK, .how = WAIT_CLOCK, .clock = clock, .abstime = abstime };
+	if (likely(rwlock_takes_fast_path(rw, false))) {
+		LAZY(rwlock_clockrdlock, "pthread_rwlock_clockrdlock");
+		return real.rwlock_clockrdlock(rw, clock, abstime);
+	}
+	return rwlock_acquire_slow(rw, OP_RDLOCK, WAIT_CLOCK, clock, abstime, __builtin_return_address(0));
+}
 
-	return rwlock_acquire(rw, &c, __builtin_return_address(0));
+_public_ int pthread_rwlock_timedwrlock(pthread_rwlock_t *rw, const struct timespec *abstime)
+{
+	if (likely(rwlock_takes_fast_path(rw, true))) {
+		LAZY(rwlock_timedwrlock, "pthread_rwlock_timedwrlock");
+		return real.rwlock_timedwrlock(rw, abstime);
+	}
+	return rwlock_acquire_slow(rw, OP_WRLOCK, WAIT_TIMED, 0, abstime, __builtin_return_address(0));
 }
 
 _public_ int pthread_rwlock_clockwrlock(pthread_rwlock_t *rw, clockid_t clock, const struct timespec *abstime)
 {
-	struct rw_call c = { .op = OP_WRLOCK, .how = WAIT_CLOCK, .clock = clock, .abstime = abstime };
-
-	return rwlock_acquire(rw, &c, __builtin_return_address(0));
+	if (likely(rwlock_takes_fast_path(rw, true))) {
+		LAZY(rwlock_clockwrlock, "pthread_rwlock_clockwrlock");
+		return real.rwlock_clockwrlock(rw, clock, abstime);
+	}
+	return rwlock_acquire_slow(rw, OP_WRLOCK, WAIT_CLOCK, clock, abstime, __builtin_return_address(0));
 }
 
 _public_ int pthread_rwlock_tryrdlock(pthread_rwlock_t *rw)
@@ -745,8 +745,10 @@ _public_ int pthread_rwlock_destroy(pthread_rwlock_t *rw)
 	if (unlikely(in_elided_section()))
 		_xabort(ELIDE_XABORT_DESTROY);
 	r = real.rwlock_destroy(rw);
-	if (r == 0 && elide.recs)
-		registry_detach(rwlock_idx_ptr(rw));
+	if (r == 0 && elide.recs) {
+		registry_detach(rwlock_idx_ptr(rw, false));
+		registry_detach(rwlock_idx_ptr(rw, true));
+	}
 	return r;
 }
 
@@ -790,8 +792,10 @@ _public_ int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clock
 static int annotate(struct lock_rec *rec, int policy, const char *name)
 {
 	if (name) {
-		strncpy(rec->name, name, sizeof(rec->name) - 1);
-		rec->name[sizeof(rec->name) - 1] = '\0';
+		struct elide_seg_lock *e = rec_entry(rec);
+
+		strncpy(e->name, name, sizeof(e->name) - 1);
+		e->name[sizeof(e->name) - 1] = '\0';
 	}
 	if (policy != ELIDE_POLICY_KEEP)
 		rec_set_policy(rec, policy);
@@ -830,10 +834,16 @@ _public_ int __elide_rwlock_annotate(pthread_rwlock_t *rw, int policy, const cha
 		return -EINVAL;
 	if (!elide.recs)
 		return -ENOMEM;
-	rec = registry_attach(rw, rwlock_idx_ptr(rw), LOCK_KIND_RWLOCK, __builtin_return_address(0));
-	if (rec == &elide.recs[REC_OVERFLOW])
-		return -ENOSPC;
-	return annotate(rec, policy, name);
+	/* Both sides of the lock get the policy and the name. */
+	for (int write = 0; write <= 1; write++) {
+		rec = registry_attach(rw, rwlock_idx_ptr(rw, write),
+				      write ? LOCK_KIND_RWLOCK_WRITE : LOCK_KIND_RWLOCK_READ,
+				      __builtin_return_address(0));
+		if (rec == &elide.recs[REC_OVERFLOW])
+			return -ENOSPC;
+		annotate(rec, policy, name);
+	}
+	return 0;
 }
 
 _public_ int __elide_active(void)
@@ -861,6 +871,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
 	registry_fork_child();
+	segment_fork_child();
 }
 
 /*
@@ -909,6 +920,18 @@ static const char *decide_disabled_reason(void)
 	return NULL;
 }
 
+/*
+ * A mode pushed by elided.  The fast path stays in watching mode even for
+ * "off" (every lock's gate says never), so tracked locks keep sampling and
+ * a later decision still arrives.
+ */
+void elide_set_mode(enum elide_mode mode)
+{
+	elide.opts.mode = mode;
+	__atomic_store_n(&elide.path, mode == ELIDE_MODE_ON ? PATH_TRACK_ALL : PATH_WATCH, __ATOMIC_RELEASE);
+	registry_apply_mode();
+}
+
 __attribute__((constructor(101))) static void elide_init(void)
 {
 	int r;
@@ -917,6 +940,7 @@ __attribute__((constructor(101))) static void elide_init(void)
 	elide_options_defaults(&elide.opts);
 	elide_options_parse(&elide.opts, secure_getenv("ELIDE"), on_bad_option, NULL);
 	elide.sample_mask = elide.opts.sample - 1;
+	elide.env_mode = elide.opts.mode;
 	elide_hw_detect(&elide.hw);
 	setup_sim_abort();
 	resolve_all();
@@ -924,6 +948,7 @@ __attribute__((constructor(101))) static void elide_init(void)
 	if (r < 0)
 		log_warning_errno(r, "cannot map the lock table (%u records); statistics off",
 				  elide.opts.max_locks);
+	segment_init();
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	elide.disabled_reason = decide_disabled_reason();
 	if (elide.opts.verbose) {
@@ -933,11 +958,16 @@ __attribute__((constructor(101))) static void elide_init(void)
 			log_info("eliding with RTM, mode=%s (%s)", elide_mode_to_string(elide.opts.mode),
 				 elide.hw.reason);
 	}
-	__atomic_store_n(&elide.enabled, elide.disabled_reason == NULL, __ATOMIC_RELEASE);
+	elide.enabled = elide.disabled_reason == NULL;
+	__atomic_store_n(&elide.path,
+			 !elide.enabled ? PATH_OFF : elide.opts.mode == ELIDE_MODE_ON ? PATH_TRACK_ALL : PATH_WATCH,
+			 __ATOMIC_RELEASE);
+	segment_publish_status();
 }
 
 __attribute__((destructor)) static void elide_fini(void)
 {
 	if (elide.opts.report)
 		report_print(STDERR_FILENO);
+	segment_fini();
 }

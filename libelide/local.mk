@@ -7,7 +7,8 @@ libelide_libelide_la_SOURCES = \
 	libelide/rtm.h \
 	libelide/options.c libelide/options.h \
 	libelide/registry.c \
-	libelide/report.c
+	libelide/report.c \
+	libelide/segment.c
 # -mrtm only enables the intrinsics; RTM instructions run only when hw.c said so.
 libelide_libelide_la_CPPFLAGS = $(AM_CPPFLAGS) -DELIDE_BUILDING_LIBELIDE
 libelide_libelide_la_CFLAGS = $(AM_CFLAGS) -mrtm -fvisibility=hidden -ftls-model=initial-exec

@@ -63,7 +63,7 @@ void elide_options_defaults(struct elide_options *opts)
 		.mode = ELIDE_MODE_ADAPTIVE,
 		.retries = 3,
 		.busy_retries = 3,
-		.busy_spins = 2000,
+		.busy_spins = 400,
 		.contention = 4,
 		.skip = 16,
 		.skip_max = 65536,

@@ -20,7 +20,7 @@ struct elide_options {
 	enum elide_mode mode;     /* mode=adaptive|on|off            default adaptive */
 	unsigned retries;         /* retries=0..64       conflict/retry-able aborts retried per acquisition, default 3 */
 	unsigned busy_retries;    /* busy_retries=0..64  lock-busy aborts retried per acquisition, default 3 */
-	unsigned busy_spins;      /* busy_spins=0..1000000 pause iterations waiting for a busy lock to become free, default 2000 */
+	unsigned busy_spins;      /* busy_spins=0..1000000 pause iterations waiting for a busy lock to become free, default 400 (a PAUSE is 10-140 cycles) */
 	unsigned contention;      /* contention=1..65535 contended acquisitions before adaptive mode elides a lock, default 4 */
 	unsigned skip;            /* skip=1..1000000     real acquisitions after a persistent abort (first backoff step), default 16 */
 	unsigned skip_max;        /* skip_max=1..100000000 backoff cap, default 65536 */

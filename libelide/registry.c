@@ -30,6 +30,31 @@ static void registry_lock_release(void)
 	atomic_flag_clear_explicit(&registry_lock, memory_order_release);
 }
 
+/* The gate and reason a policy starts from. */
+static void policy_gate(int policy, int32_t *gate, uint8_t *reason)
+{
+	/* elided turned the whole process off: that beats every lock policy. */
+	if (elide.opts.mode == ELIDE_MODE_OFF) {
+		*gate = GATE_NEVER;
+		*reason = ELIDE_SEG_REASON_PROCESS_OFF;
+		return;
+	}
+	switch (policy) {
+	case ELIDE_POLICY_ALWAYS:
+		*gate = GATE_ELIDE;
+		*reason = ELIDE_SEG_REASON_POLICY_ALWAYS;
+		return;
+	case ELIDE_POLICY_NEVER:
+		*gate = GATE_NEVER;
+		*reason = ELIDE_SEG_REASON_POLICY_NEVER;
+		return;
+	default:
+		*gate = elide.opts.mode == ELIDE_MODE_ON ? GATE_ELIDE : GATE_WATCH;
+		*reason = elide.opts.mode == ELIDE_MODE_ON ? ELIDE_SEG_REASON_MODE_ON : ELIDE_SEG_REASON_UNCONTENDED;
+		return;
+	}
+}
+
 int registry_init(void)
 {
 	size_t size = (size_t)elide.opts.max_locks * sizeof(struct lock_rec);
@@ -40,18 +65,56 @@ int registry_init(void)
 		return -errno;
 	elide.recs = p;
 	elide.nrecs = elide.opts.max_locks;
-	atomic_store_explicit(&elide.recs[REC_OVERFLOW].gate,
-			      elide.opts.mode == ELIDE_MODE_ON ? GATE_ELIDE : GATE_WATCH,
-			      memory_order_relaxed);
-	strcpy(elide.recs[REC_OVERFLOW].name, "(overflow)");
+	{
+		int32_t gate;
+		uint8_t reason;
+
+		policy_gate(ELIDE_POLICY_ADAPTIVE, &gate, &reason);
+		atomic_store_explicit(&elide.recs[REC_OVERFLOW].gate, gate, memory_order_relaxed);
+		atomic_store_explicit(&elide.recs[REC_OVERFLOW].reason, reason, memory_order_relaxed);
+	}
 	return 0;
 }
 
-struct lock_rec *rec_of_idx(uint16_t idx)
+/* The overflow entry, once the segment (or its stand-in) is mapped. */
+void registry_init_overflow_entry(void)
 {
-	if (unlikely(idx >= elide.nrecs))
-		return &elide.recs[REC_OVERFLOW];
-	return &elide.recs[idx];
+	struct elide_seg_lock *e = &elide.seg_locks[REC_OVERFLOW];
+
+	e->kind = ELIDE_SEG_KIND_OVERFLOW;
+	strcpy(e->name, "(overflow)");
+	rec_publish_state(&elide.recs[REC_OVERFLOW]);
+}
+
+static uint32_t state_of_gate(int32_t gate)
+{
+	if (gate == GATE_ELIDE)
+		return ELIDE_SEG_STATE_ELIDING;
+	if (gate == GATE_NEVER)
+		return ELIDE_SEG_STATE_OFF_POLICY;
+	if (gate == GATE_WATCH)
+		return ELIDE_SEG_STATE_PLAIN;
+	return ELIDE_SEG_STATE_OFF_ADAPT;
+}
+
+/* Copy the record's state into its segment entry, for readers outside. */
+void rec_publish_state(struct lock_rec *rec)
+{
+	struct elide_seg_lock *e = rec_entry(rec);
+	int32_t gate = atomic_load_explicit(&rec->gate, memory_order_relaxed);
+	uint32_t state = state_of_gate(gate);
+	uint32_t reason = atomic_load_explicit(&rec->reason, memory_order_relaxed);
+
+	if (!elide.enabled || elide.opts.mode == ELIDE_MODE_OFF) {
+		state = ELIDE_SEG_STATE_PLAIN;
+		reason = ELIDE_SEG_REASON_PROCESS_OFF;
+	} else if (state == ELIDE_SEG_STATE_OFF_ADAPT) {
+		reason = ELIDE_SEG_REASON_ABORTS;
+	}
+	__atomic_store_n(&e->state, state, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->reason, reason, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->policy, (uint32_t)atomic_load_explicit(&rec->policy, memory_order_relaxed),
+			 __ATOMIC_RELAXED);
 }
 
 static uint32_t rec_alloc(void)
@@ -70,23 +133,37 @@ static uint32_t rec_alloc(void)
 
 static void rec_reset(struct lock_rec *rec, void *lock, enum lock_kind kind, void *callsite)
 {
-	memset(rec->stats, 0, sizeof(rec->stats));
-	memset(rec->name, 0, sizeof(rec->name));
+	struct elide_seg_lock *e = rec_entry(rec);
+
+	/* Readers skip FREE entries, so fill the entry before naming its kind. */
+	__atomic_store_n(&e->kind, ELIDE_SEG_KIND_FREE, __ATOMIC_RELEASE);
+	memset(e->stats, 0, sizeof(e->stats));
+	memset(e->name, 0, sizeof(e->name));
+	e->addr = (uint64_t)(uintptr_t)lock;
+	e->callsite = (uint64_t)(uintptr_t)callsite;
 	rec->kind = (uint8_t)kind;
-	rec->callsite = callsite;
+	/* A recycled entry must not inherit a decision about its previous lock. */
+	__atomic_store_n(&e->ctl_policy, ELIDE_SEG_CTL_NONE, __ATOMIC_RELAXED);
+	rec->ctl_applied = ELIDE_SEG_CTL_NONE;
 	atomic_store_explicit(&rec->contended_watch, 0, memory_order_relaxed);
 	atomic_store_explicit(&rec->window_aborts, 0, memory_order_relaxed);
 	atomic_store_explicit(&rec->window_commits, 0, memory_order_relaxed);
 	atomic_store_explicit(&rec->backoff_level, 0, memory_order_relaxed);
 	atomic_store_explicit(&rec->policy, ELIDE_POLICY_ADAPTIVE, memory_order_relaxed);
-	if (elide.opts.mode == ELIDE_MODE_ON) {
-		atomic_store_explicit(&rec->reason, REASON_MODE_ON, memory_order_relaxed);
-		atomic_store_explicit(&rec->gate, GATE_ELIDE, memory_order_relaxed);
-	} else {
-		atomic_store_explicit(&rec->reason, REASON_UNCONTENDED, memory_order_relaxed);
-		atomic_store_explicit(&rec->gate, GATE_WATCH, memory_order_relaxed);
+	atomic_store_explicit(&rec->own_policy, ELIDE_POLICY_ADAPTIVE, memory_order_relaxed);
+	{
+		int32_t gate;
+		uint8_t reason;
+
+		policy_gate(ELIDE_POLICY_ADAPTIVE, &gate, &reason);
+		atomic_store_explicit(&rec->reason, reason, memory_order_relaxed);
+		atomic_store_explicit(&rec->gate, gate, memory_order_relaxed);
 	}
 	atomic_store_explicit(&rec->addr, lock, memory_order_release);
+	rec_publish_state(rec);
+	__atomic_store_n(&e->kind, (uint32_t)kind, __ATOMIC_RELEASE);
+	if (rec_index(rec) >= elide.seg_header->lock_high_water)
+		__atomic_store_n(&elide.seg_header->lock_high_water, rec_index(rec) + 1, __ATOMIC_RELEASE);
 }
 
 /*
@@ -135,10 +212,9 @@ void registry_detach(uint16_t *idx_ptr)
 		return;
 	rec = &elide.recs[idx];
 	for (unsigned i = 0; i < STAT_NSTATS; i++)
-		atomic_fetch_add_explicit(&overflow->stats[i],
-					  atomic_load_explicit(&rec->stats[i], memory_order_relaxed),
-					  memory_order_relaxed);
+		rec_count(overflow, i, __atomic_load_n(&rec_entry(rec)->stats[i], __ATOMIC_RELAXED));
 	registry_lock_take();
+	__atomic_store_n(&rec_entry(rec)->kind, ELIDE_SEG_KIND_FREE, __ATOMIC_RELEASE);
 	atomic_store_explicit(&rec->addr, NULL, memory_order_release);
 	rec->next_free = free_head;
 	free_head = idx;
@@ -161,41 +237,88 @@ void registry_fork_child(void)
 	atomic_flag_clear_explicit(&registry_lock, memory_order_release);
 }
 
-void rec_count(struct lock_rec *rec, enum lock_stat stat, uint64_t n)
-{
-	atomic_fetch_add_explicit(&rec->stats[stat], n, memory_order_relaxed);
-}
-
 static bool rec_adapts(const struct lock_rec *rec)
 {
 	return elide.opts.mode == ELIDE_MODE_ADAPTIVE &&
 	       atomic_load_explicit(&rec->policy, memory_order_relaxed) == ELIDE_POLICY_ADAPTIVE;
 }
 
-void rec_set_policy(struct lock_rec *rec, int policy)
+static void rec_apply_policy(struct lock_rec *rec, int policy, uint8_t reason_override)
 {
 	int32_t gate;
 	uint8_t reason;
 
-	switch (policy) {
-	case ELIDE_POLICY_ALWAYS:
-		gate = GATE_ELIDE;
-		reason = REASON_POLICY_ALWAYS;
-		break;
-	case ELIDE_POLICY_NEVER:
-		gate = GATE_NEVER;
-		reason = REASON_POLICY_NEVER;
-		break;
-	default:
+	if (policy != ELIDE_POLICY_ALWAYS && policy != ELIDE_POLICY_NEVER)
 		policy = ELIDE_POLICY_ADAPTIVE;
-		gate = elide.opts.mode == ELIDE_MODE_ON ? GATE_ELIDE : GATE_WATCH;
-		reason = elide.opts.mode == ELIDE_MODE_ON ? REASON_MODE_ON : REASON_UNCONTENDED;
-		break;
-	}
+	policy_gate(policy, &gate, &reason);
+	if (reason_override)
+		reason = reason_override;
 	atomic_store_explicit(&rec->policy, (uint8_t)policy, memory_order_relaxed);
 	atomic_store_explicit(&rec->reason, reason, memory_order_relaxed);
 	atomic_store_explicit(&rec->backoff_level, 0, memory_order_relaxed);
 	atomic_store_explicit(&rec->gate, gate, memory_order_release);
+	rec_publish_state(rec);
+}
+
+/* The program's (or the lock type's) own policy. */
+void rec_set_policy(struct lock_rec *rec, int policy)
+{
+	atomic_store_explicit(&rec->own_policy, (uint8_t)policy, memory_order_relaxed);
+	/* A decision from elided stays in force over the program's wish. */
+	if (rec->ctl_applied != ELIDE_SEG_CTL_NONE)
+		return;
+	rec_apply_policy(rec, policy, 0);
+}
+
+void rec_set_type_normal(struct lock_rec *rec)
+{
+	atomic_store_explicit(&rec->own_policy, ELIDE_POLICY_NEVER, memory_order_relaxed);
+	rec_apply_policy(rec, ELIDE_POLICY_NEVER, ELIDE_SEG_REASON_TYPE_NORMAL);
+}
+
+/*
+ * elided wrote lock entries' ctl_policy: apply the changed ones.  The
+ * values come from another process: anything out of range is ignored.
+ */
+void registry_apply_lock_decisions(void)
+{
+	uint32_t high = __atomic_load_n(&elide.seg_header->lock_high_water, __ATOMIC_ACQUIRE);
+
+	if (high > elide.nrecs)
+		high = elide.nrecs;
+	for (uint32_t i = REC_OVERFLOW + 1; i < high; i++) {
+		struct lock_rec *rec = &elide.recs[i];
+		uint32_t ctl = __atomic_load_n(&elide.seg_locks[i].ctl_policy, __ATOMIC_RELAXED);
+
+		if (ctl == rec->ctl_applied || !atomic_load_explicit(&rec->addr, memory_order_relaxed))
+			continue;
+		if (ctl > ELIDE_POLICY_NEVER + 1)
+			continue;
+		rec->ctl_applied = ctl;
+		if (ctl == ELIDE_SEG_CTL_NONE) {
+			uint8_t own = atomic_load_explicit(&rec->own_policy, memory_order_relaxed);
+			rec_apply_policy(rec, own, 0);
+		} else {
+			rec_apply_policy(rec, (int)ctl - 1, ELIDE_SEG_REASON_DAEMON);
+		}
+	}
+}
+
+/* The process mode changed (elided's control block): re-gate every lock. */
+void registry_apply_mode(void)
+{
+	uint32_t high = __atomic_load_n(&elide.seg_header->lock_high_water, __ATOMIC_ACQUIRE);
+
+	if (high > elide.nrecs)
+		high = elide.nrecs;
+	for (uint32_t i = REC_OVERFLOW; i < high; i++) {
+		struct lock_rec *rec = &elide.recs[i];
+
+		if (i != REC_OVERFLOW && !atomic_load_explicit(&rec->addr, memory_order_relaxed))
+			continue;
+		rec_apply_policy(rec, atomic_load_explicit(&rec->policy, memory_order_relaxed),
+				 rec->ctl_applied != ELIDE_SEG_CTL_NONE ? ELIDE_SEG_REASON_DAEMON : 0);
+	}
 }
 
 /* A real acquisition found the lock held: after opts.contention of those, elide. */
@@ -211,8 +334,10 @@ void rec_note_contended(struct lock_rec *rec)
 	if (n < elide.opts.contention)
 		return;
 	if (atomic_compare_exchange_strong_explicit(&rec->gate, &watch, GATE_ELIDE,
-						    memory_order_relaxed, memory_order_relaxed))
-		atomic_store_explicit(&rec->reason, REASON_CONTENDED, memory_order_relaxed);
+						    memory_order_relaxed, memory_order_relaxed)) {
+		atomic_store_explicit(&rec->reason, ELIDE_SEG_REASON_CONTENDED, memory_order_relaxed);
+		rec_publish_state(rec);
+	}
 }
 
 /*
@@ -233,10 +358,12 @@ void rec_back_off(struct lock_rec *rec)
 		skip = elide.opts.skip_max;
 	if (skip > INT32_MAX)
 		skip = INT32_MAX;
-	if (atomic_compare_exchange_strong_explicit(&rec->gate, &expected, (int32_t)skip,
-						    memory_order_relaxed, memory_order_relaxed) &&
-	    level < 63)
+	if (!atomic_compare_exchange_strong_explicit(&rec->gate, &expected, (int32_t)skip,
+						     memory_order_relaxed, memory_order_relaxed))
+		return;
+	if (level < 63)
 		atomic_store_explicit(&rec->backoff_level, (uint8_t)(level + 1), memory_order_relaxed);
+	rec_publish_state(rec);
 }
 
 /*
@@ -274,6 +401,8 @@ void rec_note_commit_sample(struct lock_rec *rec)
 	level = atomic_load_explicit(&rec->backoff_level, memory_order_relaxed);
 	if (level)
 		atomic_store_explicit(&rec->backoff_level, (uint8_t)(level - 1), memory_order_relaxed);
+	rec_publish_state(rec);
+	segment_poll_control();
 }
 
 /*

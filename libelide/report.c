@@ -12,13 +12,31 @@
 
 #include "elide-internal.h"
 
-static const char *const reason_names[REASON_NREASONS] = {
-	[REASON_UNCONTENDED] = "not contended",
-	[REASON_CONTENDED] = "contended",
-	[REASON_MODE_ON] = "mode=on",
-	[REASON_POLICY_ALWAYS] = "policy always",
-	[REASON_POLICY_NEVER] = "policy never",
-	[REASON_TYPE_NORMAL] = "PTHREAD_MUTEX_NORMAL",
+static const char *const reason_names[ELIDE_SEG_NREASONS] = {
+	[ELIDE_SEG_REASON_UNCONTENDED] = "not contended",
+	[ELIDE_SEG_REASON_CONTENDED] = "contended",
+	[ELIDE_SEG_REASON_MODE_ON] = "mode=on",
+	[ELIDE_SEG_REASON_POLICY_ALWAYS] = "policy always",
+	[ELIDE_SEG_REASON_POLICY_NEVER] = "policy never",
+	[ELIDE_SEG_REASON_TYPE_NORMAL] = "PTHREAD_MUTEX_NORMAL",
+	[ELIDE_SEG_REASON_ABORTS] = "aborts",
+	[ELIDE_SEG_REASON_DAEMON] = "elided",
+	[ELIDE_SEG_REASON_PROCESS_OFF] = "process off",
+};
+
+static const char *const state_names[] = {
+	[ELIDE_SEG_STATE_PLAIN] = "plain",
+	[ELIDE_SEG_STATE_ELIDING] = "eliding",
+	[ELIDE_SEG_STATE_OFF_POLICY] = "off",
+	[ELIDE_SEG_STATE_OFF_ADAPT] = "backoff",
+};
+
+static const char *const kind_names[] = {
+	[ELIDE_SEG_KIND_FREE] = "free",
+	[ELIDE_SEG_KIND_MUTEX] = "mutex",
+	[ELIDE_SEG_KIND_RWLOCK_READ] = "rw-rd",
+	[ELIDE_SEG_KIND_RWLOCK_WRITE] = "rw-wr",
+	[ELIDE_SEG_KIND_OVERFLOW] = "-",
 };
 
 static void out(int fd, const char *fmt, ...) _printf_(2, 3);
@@ -67,24 +85,9 @@ static void describe_address(const void *addr, bool want_object, char *buf, size
 	snprintf(buf, size, "%s+0x%zx", module, (size_t)((const char *)addr - (const char *)info.dli_fbase));
 }
 
-static uint64_t stat_of(const struct lock_rec *rec, enum lock_stat s)
+static uint64_t stat_of(const struct elide_seg_lock *e, unsigned s)
 {
-	return atomic_load_explicit(&rec->stats[s], memory_order_relaxed);
-}
-
-static const char *state_of(const struct lock_rec *rec)
-{
-	int32_t gate = atomic_load_explicit(&rec->gate, memory_order_relaxed);
-
-	if (!elide.enabled)
-		return "plain";
-	if (gate == GATE_ELIDE)
-		return "eliding";
-	if (gate == GATE_NEVER)
-		return "off";
-	if (gate == GATE_WATCH)
-		return "plain";
-	return "backoff";
+	return __atomic_load_n(&e->stats[s], __ATOMIC_RELAXED);
 }
 
 static double pct(uint64_t part, uint64_t whole)
@@ -92,53 +95,57 @@ static double pct(uint64_t part, uint64_t whole)
 	return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
-static void report_lock(int fd, const struct lock_rec *rec, uint32_t idx)
+static void report_lock(int fd, const struct elide_seg_lock *e, uint32_t idx)
 {
 	char name[96], site[96];
-	uint64_t acquired = stat_of(rec, STAT_ACQUIRED);
-	uint64_t attempts = stat_of(rec, STAT_ATTEMPTS);
-	uint64_t commits = stat_of(rec, STAT_COMMITS);
-	uint8_t reason = atomic_load_explicit(&rec->reason, memory_order_relaxed);
-	void *addr = atomic_load_explicit(&rec->addr, memory_order_relaxed);
+	uint64_t acquired = stat_of(e, STAT_ACQUIRED);
+	uint64_t attempts = stat_of(e, STAT_ATTEMPTS);
+	uint64_t commits = stat_of(e, STAT_COMMITS);
+	uint32_t kind = __atomic_load_n(&e->kind, __ATOMIC_RELAXED);
+	uint32_t state = __atomic_load_n(&e->state, __ATOMIC_RELAXED);
+	uint32_t reason = __atomic_load_n(&e->reason, __ATOMIC_RELAXED);
 
 	if (idx == REC_OVERFLOW)
 		snprintf(name, sizeof(name), "(overflow+destroyed)");
-	else if (rec->name[0])
-		snprintf(name, sizeof(name), "%s", rec->name);
+	else if (e->name[0])
+		snprintf(name, sizeof(name), "%.*s", (int)sizeof(e->name), e->name);
 	else
-		describe_address(addr, true, name, sizeof(name));
+		describe_address((const void *)(uintptr_t)e->addr, true, name, sizeof(name));
 	if (idx == REC_OVERFLOW)
 		snprintf(site, sizeof(site), "-");
 	else
-		describe_address(rec->callsite, false, site, sizeof(site));
+		describe_address((const void *)(uintptr_t)e->callsite, false, site, sizeof(site));
 	if (commits > attempts)
 		commits = attempts;
-	out(fd, "libelide: %-24.24s %-6s %11llu %6.1f%% %6.1f%%",
-	    name, rec->kind == LOCK_KIND_RWLOCK ? "rwlock" : "mutex",
+	if (commits > acquired)
+		acquired = commits;
+	out(fd, "libelide: %-24.24s %-6s %11llu %6.1f%% %6.1f%%", name,
+	    kind < ARRAY_SIZE(kind_names) ? kind_names[kind] : "?",
 	    (unsigned long long)acquired, pct(commits, acquired), pct(commits, attempts));
 	for (int c = 0; c < ELIDE_ABORT_NCAUSES; c++)
-		out(fd, " %9llu", (unsigned long long)stat_of(rec, STAT_ABORT_FIRST + c));
+		out(fd, " %9llu", (unsigned long long)stat_of(e, STAT_ABORT_FIRST + c));
 	out(fd, " %9llu %9llu %12llu %s (%s) %s\n",
-	    (unsigned long long)stat_of(rec, STAT_FALLBACKS),
-	    (unsigned long long)stat_of(rec, STAT_CONTENDED),
-	    (unsigned long long)stat_of(rec, STAT_CYCLES_LOST),
-	    state_of(rec), reason < REASON_NREASONS ? reason_names[reason] : "?", site);
+	    (unsigned long long)stat_of(e, STAT_FALLBACKS),
+	    (unsigned long long)stat_of(e, STAT_CONTENDED),
+	    (unsigned long long)stat_of(e, STAT_CYCLES_LOST),
+	    state < ARRAY_SIZE(state_names) ? state_names[state] : "?",
+	    reason < ELIDE_SEG_NREASONS ? reason_names[reason] : "?", site);
 }
 
-static bool rec_in_use(const struct lock_rec *rec, uint32_t idx)
+static bool entry_in_use(const struct elide_seg_lock *e, uint32_t idx)
 {
 	if (idx == REC_OVERFLOW) {
 		for (int s = 0; s < STAT_NSTATS; s++)
-			if (stat_of(rec, s))
+			if (stat_of(e, s))
 				return true;
 		return false;
 	}
-	return atomic_load_explicit(&rec->addr, memory_order_relaxed) != NULL;
+	return __atomic_load_n(&e->kind, __ATOMIC_ACQUIRE) != ELIDE_SEG_KIND_FREE;
 }
 
 void report_print(int fd)
 {
-	uint32_t tracked = 0;
+	uint32_t tracked = 0, high;
 
 	out(fd, "libelide: report for pid %d (%s)\n", (int)getpid(), program_invocation_short_name);
 	if (elide.enabled)
@@ -146,10 +153,13 @@ void report_print(int fd)
 		    elide.hw.reason);
 	else
 		out(fd, "libelide: elision: off: %s\n", elide.disabled_reason ? elide.disabled_reason : "not started");
-	if (!elide.recs)
+	if (!elide.recs || !elide.seg_locks)
 		return;
-	for (uint32_t i = REC_OVERFLOW; i < elide.nrecs; i++)
-		if (rec_in_use(&elide.recs[i], i))
+	high = elide.seg_header->lock_high_water;
+	if (high > elide.nrecs)
+		high = elide.nrecs;
+	for (uint32_t i = REC_OVERFLOW; i < high; i++)
+		if (entry_in_use(&elide.seg_locks[i], i))
 			tracked++;
 	out(fd, "libelide: %u tracked locks (locks never contended are not tracked); "
 	    "commit counts sampled 1 in %u\n", tracked, elide.opts.sample);
@@ -159,7 +169,7 @@ void report_print(int fd)
 	for (int c = 0; c < ELIDE_ABORT_NCAUSES; c++)
 		out(fd, " %9s", elide_abort_cause_names[c]);
 	out(fd, " %9s %9s %12s %s\n", "fallback", "contended", "cycles-lost", "STATE (WHY) CALL-SITE");
-	for (uint32_t i = REC_OVERFLOW; i < elide.nrecs; i++)
-		if (rec_in_use(&elide.recs[i], i))
-			report_lock(fd, &elide.recs[i], i);
+	for (uint32_t i = REC_OVERFLOW; i < high; i++)
+		if (entry_in_use(&elide.seg_locks[i], i))
+			report_lock(fd, &elide.seg_locks[i], i);
 }

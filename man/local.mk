@@ -1,0 +1,12 @@
+# Manual pages, and a test that lints them with groff.
+dist_man_MANS += \
+	man/libelide.7 \
+	man/elide.h.3 \
+	man/elide_mutex_set_policy.3 \
+	man/elide_mutex_set_name.3 \
+	man/elide_rwlock_set_policy.3 \
+	man/elide_rwlock_set_name.3 \
+	man/elide_active.3
+
+TESTS += man/test-man-lint.sh
+EXTRA_DIST += man/test-man-lint.sh

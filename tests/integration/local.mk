@@ -1,0 +1,68 @@
+# Integration tests: C programs run under LD_PRELOAD=libelide.so, once per
+# configuration (adaptive, on, off, on with ELIDE_FAKE_NO_RTM=1), by
+# tests/integration/preload.sh.
+#
+# LOG_COMPILER applies to every test without an extension, the Check unit
+# suites in tests/unit/ included: preload.sh recognises those by their path
+# and execs them unchanged, without libelide.
+LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/integration/preload.sh
+
+INTEGRATION_TESTS = \
+	tests/integration/test-trylock-nested \
+	tests/integration/test-condwait \
+	tests/integration/test-unlock-unlocked \
+	tests/integration/test-types \
+	tests/integration/test-destroy \
+	tests/integration/test-fork \
+	tests/integration/test-exit-held \
+	tests/integration/test-stress-bank \
+	tests/integration/test-stress-list \
+	tests/integration/test-annotate
+
+check_PROGRAMS += $(INTEGRATION_TESTS)
+TESTS += $(INTEGRATION_TESTS)
+EXTRA_DIST += tests/integration/preload.sh
+
+# The tests need libelide.so built, which `make check` does (lib_LTLIBRARIES).
+INTEGRATION_CFLAGS = $(AM_CFLAGS)
+INTEGRATION_LDADD =
+
+tests_integration_test_trylock_nested_SOURCES = tests/integration/test-trylock-nested.c tests/integration/testutil.h
+tests_integration_test_trylock_nested_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_test_trylock_nested_LDADD = $(INTEGRATION_LDADD)
+
+tests_integration_test_condwait_SOURCES = tests/integration/test-condwait.c tests/integration/testutil.h
+tests_integration_test_condwait_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_test_condwait_LDADD = $(INTEGRATION_LDADD)
+
+tests_integration_test_unlock_unlocked_SOURCES = tests/integration/test-unlock-unlocked.c tests/integration/testutil.h
+tests_integration_test_unlock_unlocked_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_test_unlock_unlocked_LDADD = $(INTEGRATION_LDADD)
+
+tests_integration_test_types_SOURCES = tests/integration/test-types.c tests/integration/testutil.h
+tests_integration_test_types_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_test_types_LDADD = $(INTEGRATION_LDADD)
+
+tests_integration_test_destroy_SOURCES = tests/integration/test-destroy.c tests/integration/testutil.h
+tests_integration_test_destroy_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_test_destroy_LDADD = $(INTEGRATION_LDADD)
+
+tests_integration_test_fork_SOURCES = tests/integration/test-fork.c tests/integration/testutil.h
+tests_integration_test_fork_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_test_fork_LDADD = $(INTEGRATION_LDADD)
+
+tests_integration_test_exit_held_SOURCES = tests/integration/test-exit-held.c tests/integration/testutil.h
+tests_integration_test_exit_held_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_test_exit_held_LDADD = $(INTEGRATION_LDADD)
+
+tests_integration_test_stress_bank_SOURCES = tests/integration/test-stress-bank.c tests/integration/testutil.h
+tests_integration_test_stress_bank_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_test_stress_bank_LDADD = $(INTEGRATION_LDADD)
+
+tests_integration_test_stress_list_SOURCES = tests/integration/test-stress-list.c tests/integration/testutil.h
+tests_integration_test_stress_list_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_test_stress_list_LDADD = $(INTEGRATION_LDADD)
+
+tests_integration_test_annotate_SOURCES = tests/integration/test-annotate.c tests/integration/testutil.h
+tests_integration_test_annotate_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_test_annotate_LDADD = $(INTEGRATION_LDADD)

@@ -9,81 +9,109 @@
 
 #define ITERS 50000L
 
-static pthread_mutex_t m_static = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t m_init;
-static pthread_mutex_t other = PTHREAD_MUTEX_INITIALIZER;
-static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
-static long counter_m, counter_rw;
+/* Each counter is protected by its own mutex. */
+struct counted {
+	pthread_mutex_t m;
+	long counter;
+};
 
-static void mutex_round(pthread_mutex_t *m, long i)
+static struct counted m_static = { .m = PTHREAD_MUTEX_INITIALIZER };
+static struct counted m_init;
+/* One per thread (main, two workers): free whenever its owner tries it. */
+static pthread_mutex_t others[3] = {
+	PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+};
+static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+static long counter_rw;              /* protected by rw */
+
+/* Checks in sections are recorded and verified after unlock: see testutil.h. */
+static void mutex_round(struct counted *c, pthread_mutex_t *other, long i)
 {
+	pthread_mutex_t *m = &c->m;
+	struct results rs = { 0 };
 	struct timespec ts;
 	int r;
 
 	check_ret(pthread_mutex_lock(m), 0);
-	counter_m++;
-	check_ret(pthread_mutex_trylock(m), EBUSY);
+	c->counter++;
+	record(&rs, pthread_mutex_trylock(m), EBUSY);
 	/* A different, free mutex is still available while holding this one. */
-	check_ret(pthread_mutex_trylock(&other), 0);
-	check_ret(pthread_mutex_trylock(m), EBUSY);
-	check_ret(pthread_mutex_unlock(&other), 0);
+	record(&rs, pthread_mutex_trylock(other), 0);
+	record(&rs, pthread_mutex_trylock(m), EBUSY);
+	record(&rs, pthread_mutex_unlock(other), 0);
 	if (i % 5000 == 0) {
-		/* glibc's default mutex waits for the deadline on a self-held lock. */
+		/* The trylock above made this section real: glibc waits for the deadline. */
 		ts = ts_from_now(CLOCK_REALTIME, 1);
-		check_ret(pthread_mutex_timedlock(m, &ts), ETIMEDOUT);
+		record(&rs, pthread_mutex_timedlock(m, &ts), ETIMEDOUT);
 	}
 	check_ret(pthread_mutex_unlock(m), 0);
+	results_check(&rs);
 
 	/* Acquired by trylock first: the second trylock must still see it held. */
 	while ((r = pthread_mutex_trylock(m)) == EBUSY)
 		sched_yield();
 	check_ret(r, 0);
-	counter_m++;
-	check_ret(pthread_mutex_trylock(m), EBUSY);
+	c->counter++;
+	record(&rs, pthread_mutex_trylock(m), EBUSY);
 	check_ret(pthread_mutex_unlock(m), 0);
+	results_check(&rs);
+
+	/* A free mutex taken by trylock inside this one's section. */
+	check_ret(pthread_mutex_lock(m), 0);
+	c->counter++;
+	record(&rs, pthread_mutex_trylock(other), 0);
+	record(&rs, pthread_mutex_trylock(other), EBUSY);
+	record(&rs, pthread_mutex_unlock(other), 0);
+	check_ret(pthread_mutex_unlock(m), 0);
+	results_check(&rs);
 }
 
-static void rwlock_round(long i)
+static void rwlock_round(pthread_mutex_t *other, long i)
 {
+	struct results rs = { 0 };
 	struct timespec ts;
 	int r;
 
 	check_ret(pthread_rwlock_wrlock(&rw), 0);
 	counter_rw++;
-	check_ret(pthread_rwlock_trywrlock(&rw), EBUSY);
-	check_ret(pthread_rwlock_tryrdlock(&rw), EBUSY);
+	record(&rs, pthread_rwlock_trywrlock(&rw), EBUSY);
+	record(&rs, pthread_rwlock_tryrdlock(&rw), EBUSY);
 	/* glibc detects relocking by the writer (__cur_writer == tid). */
-	check_ret(pthread_rwlock_wrlock(&rw), EDEADLK);
-	check_ret(pthread_rwlock_rdlock(&rw), EDEADLK);
-	check_ret(pthread_mutex_trylock(&other), 0);
-	check_ret(pthread_mutex_unlock(&other), 0);
+	record(&rs, pthread_rwlock_wrlock(&rw), EDEADLK);
+	record(&rs, pthread_rwlock_rdlock(&rw), EDEADLK);
+	record(&rs, pthread_mutex_trylock(other), 0);
+	record(&rs, pthread_mutex_unlock(other), 0);
 	if (i % 5000 == 0) {
 		ts = ts_from_now(CLOCK_REALTIME, 1);
-		check_ret(pthread_rwlock_timedwrlock(&rw, &ts), EDEADLK);
+		record(&rs, pthread_rwlock_timedwrlock(&rw, &ts), EDEADLK);
 	}
 	check_ret(pthread_rwlock_unlock(&rw), 0);
+	results_check(&rs);
 
 	while ((r = pthread_rwlock_trywrlock(&rw)) == EBUSY)
 		sched_yield();
 	check_ret(r, 0);
 	counter_rw++;
-	check_ret(pthread_rwlock_trywrlock(&rw), EBUSY);
-	check_ret(pthread_rwlock_tryrdlock(&rw), EBUSY);
+	record(&rs, pthread_rwlock_trywrlock(&rw), EBUSY);
+	record(&rs, pthread_rwlock_tryrdlock(&rw), EBUSY);
 	check_ret(pthread_rwlock_unlock(&rw), 0);
+	results_check(&rs);
 
 	/* Readers share: a held read lock refuses writers only. */
 	check_ret(pthread_rwlock_rdlock(&rw), 0);
-	check_ret(pthread_rwlock_trywrlock(&rw), EBUSY);
+	record(&rs, pthread_rwlock_trywrlock(&rw), EBUSY);
 	check_ret(pthread_rwlock_unlock(&rw), 0);
+	results_check(&rs);
 }
 
 static void *worker(void *arg)
 {
-	(void)arg;
+	pthread_mutex_t *other = arg;
+
 	for (long i = 0; i < ITERS; i++) {
-		mutex_round(&m_static, i);
-		mutex_round(&m_init, i);
-		rwlock_round(i);
+		mutex_round(&m_static, other, i);
+		mutex_round(&m_init, other, i);
+		rwlock_round(other, i);
 	}
 	return NULL;
 }
@@ -94,25 +122,26 @@ int main(void)
 
 	test_start("test-trylock-nested",
 		   "trylock/relock of a lock the caller holds reports it held (EBUSY, EDEADLK, ETIMEDOUT)");
-	check_ret(pthread_mutex_init(&m_init, NULL), 0);
+	check_ret(pthread_mutex_init(&m_init.m, NULL), 0);
 
 	/* Uncontended first, then with two threads so adaptive mode elides. */
-	mutex_round(&m_static, 0);
-	mutex_round(&m_init, 0);
-	rwlock_round(0);
+	mutex_round(&m_static, &others[0], 0);
+	mutex_round(&m_init, &others[0], 0);
+	rwlock_round(&others[0], 0);
 	for (int i = 0; i < 2; i++)
-		t[i] = xthread(worker, NULL);
+		t[i] = xthread(worker, &others[i + 1]);
 	for (int i = 0; i < 2; i++)
 		xjoin(t[i]);
 	/* And once more now that the locks have a contended history. */
-	mutex_round(&m_static, 0);
-	mutex_round(&m_init, 0);
-	rwlock_round(0);
+	mutex_round(&m_static, &others[0], 0);
+	mutex_round(&m_init, &others[0], 0);
+	rwlock_round(&others[0], 0);
 
-	/* Each mutex_round counts 2 per mutex, 2 mutexes; each rwlock_round 2. */
-	check_eq(counter_m, (2 * ITERS + 2) * 4);
+	/* Each round counts 3; 2 threads x ITERS rounds plus 2 by main. */
+	check_eq(m_static.counter, (2 * ITERS + 2) * 3);
+	check_eq(m_init.counter, (2 * ITERS + 2) * 3);
 	check_eq(counter_rw, (2 * ITERS + 2) * 2);
-	check_ret(pthread_mutex_destroy(&m_init), 0);
+	check_ret(pthread_mutex_destroy(&m_init.m), 0);
 	printf("test-trylock-nested: PASS\n");
 	return 0;
 }

@@ -69,7 +69,7 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(o.mode, ELIDE_MODE_ADAPTIVE);
 	ck_assert_uint_eq(o.retries, 3);
 	ck_assert_uint_eq(o.busy_retries, 3);
-	ck_assert_uint_eq(o.busy_spins, 2000);
+	ck_assert_uint_eq(o.busy_spins, 400);
 	ck_assert_uint_eq(o.contention, 4);
 	ck_assert_uint_eq(o.skip, 16);
 	ck_assert_uint_eq(o.skip_max, 65536);

@@ -6,21 +6,45 @@
  */
 #include <check.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "elide-internal.h"
 
 struct elide_state elide;
+static unsigned control_polls;
+
+/* The control block is segment.c's business; count the polls. */
+void segment_poll_control_slow(void)
+{
+	control_polls++;
+	elide.control_seen = elide.seg_control->generation;
+}
 
 static void setup_mode(enum elide_mode mode, unsigned max_locks)
 {
+	static void *seg;
+	static size_t seg_size;
+
 	if (elide.recs)
 		munmap(elide.recs, (size_t)elide.nrecs * sizeof(struct lock_rec));
+	if (seg)
+		munmap(seg, seg_size);
+	memset(&elide, 0, sizeof(elide));
 	elide_options_defaults(&elide.opts);
 	elide.opts.mode = mode;
 	elide.opts.max_locks = max_locks;
 	elide.sample_mask = elide.opts.sample - 1;
+	elide.enabled = true;
 	ck_assert_int_eq(registry_init(), 0);
+	seg_size = ELIDE_SEG_HEADER_SIZE + ELIDE_SEG_CONTROL_SIZE + max_locks * sizeof(struct elide_seg_lock);
+	seg = mmap(NULL, seg_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(seg, MAP_FAILED);
+	elide.seg_header = seg;
+	elide.seg_control = (void *)((char *)seg + ELIDE_SEG_HEADER_SIZE);
+	elide.seg_locks = (void *)((char *)seg + ELIDE_SEG_HEADER_SIZE + ELIDE_SEG_CONTROL_SIZE);
+	elide.seg_header->lock_high_water = REC_OVERFLOW + 1;
+	registry_init_overflow_entry();
 }
 
 static void setup(void)
@@ -35,7 +59,7 @@ static int32_t gate(const struct lock_rec *rec)
 
 static uint64_t stat(const struct lock_rec *rec, enum lock_stat s)
 {
-	return atomic_load(&rec->stats[s]);
+	return rec_entry(rec)->stats[s];
 }
 
 START_TEST(test_classify)
@@ -80,8 +104,8 @@ END_TEST
 START_TEST(test_rwlock_index_survives_use)
 {
 	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
-	struct lock_rec *rec = registry_attach(&rw, rwlock_idx_ptr(&rw), LOCK_KIND_RWLOCK, NULL);
-	uint16_t idx = *rwlock_idx_ptr(&rw);
+	struct lock_rec *rec = registry_attach(&rw, rwlock_idx_ptr(&rw, true), LOCK_KIND_RWLOCK_WRITE, NULL);
+	uint16_t idx = *rwlock_idx_ptr(&rw, true);
 
 	ck_assert_ptr_eq(rec_of_idx(idx), rec);
 	ck_assert_int_eq(pthread_rwlock_rdlock(&rw), 0);
@@ -90,7 +114,7 @@ START_TEST(test_rwlock_index_survives_use)
 	ck_assert_int_eq(pthread_rwlock_unlock(&rw), 0);
 	ck_assert_int_eq(pthread_rwlock_wrlock(&rw), 0);
 	ck_assert_int_eq(pthread_rwlock_unlock(&rw), 0);
-	ck_assert_uint_eq(*rwlock_idx_ptr(&rw), idx);
+	ck_assert_uint_eq(*rwlock_idx_ptr(&rw, true), idx);
 }
 END_TEST
 
@@ -105,7 +129,7 @@ START_TEST(test_contention_gates_elision)
 	}
 	rec_note_contended(rec);
 	ck_assert_int_eq(gate(rec), GATE_ELIDE);
-	ck_assert_int_eq(atomic_load(&rec->reason), REASON_CONTENDED);
+	ck_assert_int_eq(atomic_load(&rec->reason), ELIDE_SEG_REASON_CONTENDED);
 	ck_assert_uint_eq(stat(rec, STAT_CONTENDED), elide.opts.contention);
 }
 END_TEST
@@ -224,6 +248,89 @@ START_TEST(test_overflow_and_detach)
 }
 END_TEST
 
+START_TEST(test_entry_mirrors_record)
+{
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *rec = registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, (void *)0x1234);
+	struct elide_seg_lock *e = rec_entry(rec);
+
+	ck_assert_uint_eq(e->kind, ELIDE_SEG_KIND_MUTEX);
+	ck_assert_uint_eq(e->addr, (uintptr_t)&m);
+	ck_assert_uint_eq(e->callsite, 0x1234);
+	ck_assert_uint_eq(e->state, ELIDE_SEG_STATE_PLAIN);
+	ck_assert_uint_gt(elide.seg_header->lock_high_water, rec_index(rec));
+	for (unsigned i = 0; i < elide.opts.contention; i++)
+		rec_note_contended(rec);
+	ck_assert_uint_eq(e->state, ELIDE_SEG_STATE_ELIDING);
+	ck_assert_uint_eq(e->reason, ELIDE_SEG_REASON_CONTENDED);
+	rec_back_off(rec);
+	ck_assert_uint_eq(e->state, ELIDE_SEG_STATE_OFF_ADAPT);
+	ck_assert_uint_eq(e->reason, ELIDE_SEG_REASON_ABORTS);
+	rec_set_type_normal(rec);
+	ck_assert_uint_eq(e->state, ELIDE_SEG_STATE_OFF_POLICY);
+	ck_assert_uint_eq(e->reason, ELIDE_SEG_REASON_TYPE_NORMAL);
+	registry_detach(mutex_idx_ptr(&m));
+	ck_assert_uint_eq(e->kind, ELIDE_SEG_KIND_FREE);
+}
+END_TEST
+
+START_TEST(test_daemon_lock_decisions)
+{
+	pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER, b = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *ra = registry_attach(&a, mutex_idx_ptr(&a), LOCK_KIND_MUTEX, NULL);
+	struct lock_rec *rb = registry_attach(&b, mutex_idx_ptr(&b), LOCK_KIND_MUTEX, NULL);
+
+	rec_set_policy(rb, ELIDE_POLICY_ALWAYS);
+	rec_entry(ra)->ctl_policy = ELIDE_POLICY_NEVER + 1;
+	rec_entry(rb)->ctl_policy = 99; /* hostile value: ignored */
+	registry_apply_lock_decisions();
+	ck_assert_int_eq(gate(ra), GATE_NEVER);
+	ck_assert_uint_eq(rec_entry(ra)->reason, ELIDE_SEG_REASON_DAEMON);
+	ck_assert_int_eq(gate(rb), GATE_ELIDE);
+	/* While elided decides, the program's own wish waits. */
+	rec_set_policy(ra, ELIDE_POLICY_ALWAYS);
+	ck_assert_int_eq(gate(ra), GATE_NEVER);
+	/* Reset: back to the program's policy. */
+	rec_entry(ra)->ctl_policy = ELIDE_SEG_CTL_NONE;
+	registry_apply_lock_decisions();
+	ck_assert_int_eq(gate(ra), GATE_ELIDE);
+	ck_assert_uint_eq(rec_entry(ra)->reason, ELIDE_SEG_REASON_POLICY_ALWAYS);
+}
+END_TEST
+
+START_TEST(test_process_mode_off_and_back)
+{
+	pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *ra = registry_attach(&a, mutex_idx_ptr(&a), LOCK_KIND_MUTEX, NULL);
+
+	rec_set_policy(ra, ELIDE_POLICY_ALWAYS);
+	elide.opts.mode = ELIDE_MODE_OFF;
+	registry_apply_mode();
+	ck_assert_int_eq(gate(ra), GATE_NEVER);
+	ck_assert_uint_eq(rec_entry(ra)->reason, ELIDE_SEG_REASON_PROCESS_OFF);
+	elide.opts.mode = ELIDE_MODE_ADAPTIVE;
+	registry_apply_mode();
+	ck_assert_int_eq(gate(ra), GATE_ELIDE);
+}
+END_TEST
+
+START_TEST(test_commit_samples_poll_control)
+{
+	pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *ra = registry_attach(&a, mutex_idx_ptr(&a), LOCK_KIND_MUTEX, NULL);
+
+	control_polls = 0;
+	rec_note_commit_sample(ra);
+	ck_assert_uint_eq(control_polls, 0); /* generation unchanged: no slow path */
+	elide.seg_control->generation = 2;
+	rec_note_commit_sample(ra);
+	ck_assert_uint_eq(control_polls, 1);
+	rec_note_commit_sample(ra);
+	ck_assert_uint_eq(control_polls, 1);
+	ck_assert_uint_eq(stat(ra, STAT_COMMITS), 3 * elide.opts.sample);
+}
+END_TEST
+
 START_TEST(test_garbage_index_is_bounded)
 {
 	ck_assert_ptr_eq(rec_of_idx(65535), &elide.recs[REC_OVERFLOW]);
@@ -263,6 +370,10 @@ int main(void)
 	tcase_add_test(tc, test_mode_on_never_backs_off);
 	tcase_add_test(tc, test_abort_ratio_window);
 	tcase_add_test(tc, test_overflow_and_detach);
+	tcase_add_test(tc, test_entry_mirrors_record);
+	tcase_add_test(tc, test_daemon_lock_decisions);
+	tcase_add_test(tc, test_process_mode_off_and_back);
+	tcase_add_test(tc, test_commit_samples_poll_control);
 	tcase_add_test(tc, test_garbage_index_is_bounded);
 	tcase_add_test(tc, test_normal_attrs);
 	suite_add_tcase(s, tc);

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The per-process shared-memory segment: the one contract between libelide
+ * (writes statistics, reads decisions), elided (reads statistics, writes
+ * decisions) and elidectl (reads).  Documented in elide-segment(5).
+ *
+ * One regular file per process in the runtime directory (default
+ * /run/elide, ELIDE_RUNTIME_DIR overrides), named
+ *     <pid>-<starttime>.seg
+ * where starttime is field 22 of /proc/<pid>/stat (clock ticks after boot),
+ * so a leftover of a crashed process is recognisable: no live process has
+ * that pid with that start time.  Created O_CREAT|O_EXCL|O_NOFOLLOW, mode
+ * 0600, by the process itself.  The file is mapped MAP_SHARED by libelide.
+ *
+ * Layout (x86_64, little-endian, every field naturally aligned):
+ *     offset 0                     struct elide_seg_header   (4096 bytes)
+ *     header.control_offset        struct elide_seg_control  (4096 bytes)
+ *     header.locks_offset          struct elide_seg_lock[header.lock_capacity]
+ *
+ * Writers: every field of the header and of the lock entries is written by
+ * libelide only; struct elide_seg_control and the `ctl_*` fields of lock
+ * entries by elided only.  Readers must treat every byte as hostile input:
+ * copy, then validate (segment-reader.c does).
+ *
+ * Counters are monotonic 64-bit values.  Commit, attempt and acquisition
+ * counts are estimates when header.sample > 1: libelide counts 1 in
+ * `sample` commits (a committing critical section writes no shared memory).
+ */
+#ifndef ELIDE_SEGMENT_FORMAT_H
+#define ELIDE_SEGMENT_FORMAT_H
+
+#include <stdint.h>
+
+#define ELIDE_SEG_MAGIC "ELIDESG1"   /* 8 bytes, no NUL */
+#define ELIDE_SEG_VERSION 1u
+#define ELIDE_SEG_HEADER_SIZE 4096u
+#define ELIDE_SEG_CONTROL_SIZE 4096u
+#define ELIDE_SEG_MAX_LOCKS 65535u
+#define ELIDE_SEG_SUFFIX ".seg"
+#define ELIDE_RUNTIME_DIR_DEFAULT "/run/elide"
+
+/* header.elision: is the process eliding at all */
+enum elide_seg_elision {
+	ELIDE_SEG_ELISION_OFF = 0,   /* passing every lock through; see status_reason */
+	ELIDE_SEG_ELISION_ON = 1,
+};
+
+/* header.mode, control.mode (0 = no override there) */
+enum elide_seg_mode {
+	ELIDE_SEG_MODE_NONE = 0,
+	ELIDE_SEG_MODE_ADAPTIVE = 1,
+	ELIDE_SEG_MODE_ON = 2,
+	ELIDE_SEG_MODE_OFF = 3,
+};
+
+/* lock.kind */
+enum elide_seg_kind {
+	ELIDE_SEG_KIND_FREE = 0,      /* unused entry */
+	ELIDE_SEG_KIND_MUTEX = 1,
+	ELIDE_SEG_KIND_RWLOCK_READ = 2,  /* the read side of an rwlock */
+	ELIDE_SEG_KIND_RWLOCK_WRITE = 3, /* the write side of the same rwlock */
+	ELIDE_SEG_KIND_OVERFLOW = 4,  /* entry 1: locks that found the table full, and destroyed locks */
+};
+
+/* lock.state */
+enum elide_seg_state {
+	ELIDE_SEG_STATE_PLAIN = 0,        /* real lock, elision not (yet) worth it */
+	ELIDE_SEG_STATE_ELIDING = 1,
+	ELIDE_SEG_STATE_OFF_POLICY = 2,   /* never elided: policy or lock type */
+	ELIDE_SEG_STATE_OFF_ADAPT = 3,    /* backing off after aborts */
+};
+
+/* lock.reason: why it is in that state */
+enum elide_seg_reason {
+	ELIDE_SEG_REASON_UNCONTENDED = 0,
+	ELIDE_SEG_REASON_CONTENDED = 1,
+	ELIDE_SEG_REASON_MODE_ON = 2,
+	ELIDE_SEG_REASON_POLICY_ALWAYS = 3,
+	ELIDE_SEG_REASON_POLICY_NEVER = 4,
+	ELIDE_SEG_REASON_TYPE_NORMAL = 5,
+	ELIDE_SEG_REASON_ABORTS = 6,      /* aborts cost more than elision saved */
+	ELIDE_SEG_REASON_DAEMON = 7,      /* decision pushed by elided */
+	ELIDE_SEG_REASON_PROCESS_OFF = 8, /* the whole process is not eliding */
+	ELIDE_SEG_NREASONS
+};
+
+/* lock.stats[] indexes */
+enum elide_seg_stat {
+	ELIDE_SEG_STAT_ACQUIRED = 0,   /* acquisitions (estimate) */
+	ELIDE_SEG_STAT_ATTEMPTS,       /* transactions started (estimate) */
+	ELIDE_SEG_STAT_COMMITS,        /* transactions committed (estimate) */
+	ELIDE_SEG_STAT_FALLBACKS,      /* acquisitions that tried, gave up and took the real lock */
+	ELIDE_SEG_STAT_CONTENDED,      /* real acquisitions that found the lock held */
+	ELIDE_SEG_STAT_SKIPPED,        /* real acquisitions during back-off (estimate) */
+	ELIDE_SEG_STAT_CYCLES_LOST,    /* TSC cycles spent in aborted transactions (estimate) */
+	ELIDE_SEG_STAT_ABORT_CONFLICT, /* aborts by cause, exact: */
+	ELIDE_SEG_STAT_ABORT_CAPACITY,
+	ELIDE_SEG_STAT_ABORT_BUSY,     /* lock held for real */
+	ELIDE_SEG_STAT_ABORT_EXPLICIT, /* nested trylock, cond wait, destroy, nesting depth */
+	ELIDE_SEG_STAT_ABORT_RETRY,
+	ELIDE_SEG_STAT_ABORT_DEBUG,
+	ELIDE_SEG_STAT_ABORT_NESTED,
+	ELIDE_SEG_STAT_ABORT_OTHER,    /* no status bit: syscall, interrupt, page fault */
+	ELIDE_SEG_NSTATS
+};
+
+#define ELIDE_SEG_NAME_MAX 48
+#define ELIDE_SEG_EXE_MAX 256
+#define ELIDE_SEG_COMM_MAX 16
+#define ELIDE_SEG_REASON_MAX 160
+
+struct elide_seg_header {
+	char magic[8];                /* ELIDE_SEG_MAGIC */
+	uint32_t version;             /* ELIDE_SEG_VERSION */
+	uint32_t header_size;         /* ELIDE_SEG_HEADER_SIZE */
+	uint64_t total_size;          /* the file's size; fixed at creation */
+	uint32_t control_offset;      /* ELIDE_SEG_HEADER_SIZE */
+	uint32_t control_size;        /* ELIDE_SEG_CONTROL_SIZE */
+	uint32_t locks_offset;        /* control_offset + control_size */
+	uint32_t lock_entry_size;     /* sizeof(struct elide_seg_lock) */
+	uint32_t lock_capacity;       /* entries, including [0] (unused) and [1] (overflow) */
+	uint32_t lock_high_water;     /* entries [0, lock_high_water) may be in use */
+	/* identity: informational; readers check it against /proc */
+	int32_t pid;
+	uint32_t uid;
+	uint64_t start_time;          /* /proc/<pid>/stat field 22 */
+	uint64_t created_ns;          /* CLOCK_REALTIME at creation */
+	char exe[ELIDE_SEG_EXE_MAX];  /* NUL-terminated, as read from /proc/self/exe */
+	char comm[ELIDE_SEG_COMM_MAX];
+	char lib_version[16];         /* libelide's PACKAGE_VERSION */
+	/* status */
+	uint32_t elision;             /* enum elide_seg_elision */
+	uint32_t mode;                /* enum elide_seg_mode in effect */
+	uint32_t sample;              /* commits counted 1 in sample */
+	uint32_t rtm_usable;          /* 0/1: hardware verdict */
+	char status_reason[ELIDE_SEG_REASON_MAX]; /* why elision is on/off, one line */
+	uint64_t control_generation_seen; /* last control generation applied */
+	uint64_t publish_ns;          /* CLOCK_MONOTONIC of the last status update */
+	uint8_t reserved[ELIDE_SEG_HEADER_SIZE - 8 - 4 * 2 - 8 - 4 * 6 - 4 * 2 - 8 * 2 -
+			 ELIDE_SEG_EXE_MAX - ELIDE_SEG_COMM_MAX - 16 - 4 * 4 - ELIDE_SEG_REASON_MAX - 8 * 2];
+};
+
+#define ELIDE_SEG_MAX_LOCK_RULES 0 /* per-lock decisions live in the lock entries */
+
+/*
+ * Written by elided only.  Seqlock: elided makes `generation` odd, writes
+ * the fields, then makes it even (larger than before).  libelide applies a
+ * control block only when it reads the same even generation before and
+ * after copying it, and only values in range.
+ */
+struct elide_seg_control {
+	uint64_t generation;
+	uint32_t mode;                /* enum elide_seg_mode; NONE = keep ELIDE's */
+	uint32_t retries;             /* 0 = keep; else value + 1 */
+	uint32_t contention;          /* 0 = keep */
+	uint32_t skip;                /* 0 = keep */
+	uint32_t skip_max;            /* 0 = keep */
+	uint32_t abort_ratio_ppm;     /* 0 = keep; else ratio * 1e6, 1..1000000 */
+	uint8_t reserved[ELIDE_SEG_CONTROL_SIZE - 8 - 4 * 6];
+};
+
+/* lock.ctl_policy, written by elided: 0 = no decision, else elide_policy + 1 */
+#define ELIDE_SEG_CTL_NONE 0u
+
+struct elide_seg_lock {
+	uint32_t kind;                /* enum elide_seg_kind */
+	uint32_t state;               /* enum elide_seg_state */
+	uint32_t reason;              /* enum elide_seg_reason */
+	uint32_t policy;              /* enum elide_policy in effect (elide.h) */
+	uint64_t addr;                /* the lock's address in the process */
+	uint64_t callsite;            /* return address of its first tracked acquisition */
+	char name[ELIDE_SEG_NAME_MAX]; /* from elide.h, NUL-terminated, or empty */
+	uint64_t stats[ELIDE_SEG_NSTATS];
+	uint32_t ctl_policy;          /* elided's decision for this lock */
+	uint32_t ctl_reserved;
+	uint64_t reserved[6];
+};
+
+_Static_assert(sizeof(struct elide_seg_header) == ELIDE_SEG_HEADER_SIZE, "segment header size");
+_Static_assert(sizeof(struct elide_seg_control) == ELIDE_SEG_CONTROL_SIZE, "segment control size");
+_Static_assert(sizeof(struct elide_seg_lock) == 256, "segment lock entry size");
+
+#endif
