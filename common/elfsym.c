@@ -36,6 +36,7 @@ enum sym_kind { KIND_OBJECT = 0, KIND_FUNC = 1 };
 
 struct seg {
 	uint64_t offset, filesz, vaddr, memsz;
+	bool exec; /* PF_X */
 };
 
 struct sym {
@@ -229,7 +230,8 @@ static int parse_phdrs(struct elfsym_module *m, int fd, const Elf64_Ehdr *eh, ui
 		if (p->p_memsz > UINT64_MAX - p->p_vaddr)
 			return fail(EBADMSG, "PT_LOAD %u: p_vaddr + p_memsz overflows", i);
 		m->segs[n++] = (struct seg){ .offset = p->p_offset, .filesz = p->p_filesz,
-					     .vaddr = p->p_vaddr, .memsz = p->p_memsz };
+					     .vaddr = p->p_vaddr, .memsz = p->p_memsz,
+					     .exec = (p->p_flags & PF_X) != 0 };
 	}
 	if (n == 0)
 		return fail(EBADMSG, "no PT_LOAD segment");
@@ -620,6 +622,18 @@ static size_t best_in_group(const struct sym *syms, size_t i, uint64_t vaddr, bo
 	return best;
 }
 
+/* The executable PT_LOAD segment whose memory image holds vaddr, if any. */
+static const struct seg *exec_seg_of(const struct elfsym_module *m, uint64_t vaddr)
+{
+	for (size_t i = 0; i < m->n_segs; i++) {
+		const struct seg *s = &m->segs[i];
+
+		if (s->exec && vaddr >= s->vaddr && vaddr - s->vaddr < s->memsz)
+			return s;
+	}
+	return NULL;
+}
+
 static int lookup_syms(const struct elfsym_module *m, uint64_t vaddr, bool want_object,
 		       struct elfsym_result *res)
 {
@@ -647,10 +661,14 @@ static int lookup_syms(const struct elfsym_module *m, uint64_t vaddr, bool want_
 			break;
 		}
 	}
-	if (found == SIZE_MAX && !want_object)
+	if (found == SIZE_MAX && !want_object) {
 		/* Size-less function symbols (hand-written assembly): the
-		 * nearest preceding one. */
-		found = best_in_group(syms, lo - 1, vaddr, true, m->strings);
+		 * nearest preceding one, if both lie in one executable segment. */
+		const struct seg *seg = exec_seg_of(m, vaddr);
+
+		if (seg && seg == exec_seg_of(m, syms[lo - 1].value))
+			found = best_in_group(syms, lo - 1, vaddr, true, m->strings);
+	}
 	if (found == SIZE_MAX)
 		return fail(ENOENT, "%s: no %s symbol contains %#" PRIx64, m->base,
 			    want_object ? "data" : "code", vaddr);

@@ -81,6 +81,7 @@ enum elide_seg_reason {
 	ELIDE_SEG_REASON_ABORTS = 6,      /* aborts cost more than elision saved */
 	ELIDE_SEG_REASON_DAEMON = 7,      /* decision pushed by elided */
 	ELIDE_SEG_REASON_PROCESS_OFF = 8, /* the whole process is not eliding */
+	ELIDE_SEG_REASON_TYPE_UNELIDABLE = 9, /* recursive, errorcheck, robust, PI/PP or process-shared */
 	ELIDE_SEG_NREASONS
 };
 

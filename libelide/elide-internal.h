@@ -103,6 +103,7 @@ struct lock_rec {
 	_Atomic uint32_t window_aborts;
 	_Atomic uint64_t window_commits;
 	uint32_t ctl_applied;          /* entry.ctl_policy last applied */
+	bool hard_never;               /* a lock type libelide must never elide */
 	uint32_t next_free;
 } __attribute__((aligned(64)));
 
@@ -166,6 +167,7 @@ void registry_apply_mode(void) _hidden_;
 void registry_apply_lock_decisions(void) _hidden_;
 void rec_set_policy(struct lock_rec *rec, int policy) _hidden_;
 void rec_set_type_normal(struct lock_rec *rec) _hidden_;
+void rec_set_type_unelidable(struct lock_rec *rec) _hidden_;
 void registry_init_overflow_entry(void) _hidden_;
 void rec_note_contended(struct lock_rec *rec) _hidden_;
 void rec_note_abort(struct lock_rec *rec, uint32_t status, uint64_t cycles) _hidden_;

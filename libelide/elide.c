@@ -170,7 +170,8 @@ struct elided_lock {
 
 struct elide_thread {
 	unsigned depth;
-	unsigned sample_count;
+	unsigned sample_count;        /* drives 1-in-opts.sample counting */
+	unsigned attempt_count;       /* drives 1-in-16 abort timing */
 	struct elided_lock held[ELIDE_MAX_NEST];
 };
 
@@ -330,7 +331,7 @@ static bool try_elide(void *lock, struct lock_rec *rec, enum elide_op op)
 				break;
 		}
 		/* Time 1 in 16 attempts: cheap enough, and an unbiased estimate. */
-		if (unlikely((self.sample_count & 15) == 0))
+		if (unlikely((++self.attempt_count & 15) == 0))
 			start = __rdtsc();
 		status = likely(!elide.sim_abort) ? _xbegin() : elide.sim_abort_status;
 		if (status == _XBEGIN_STARTED) {
@@ -340,7 +341,6 @@ static bool try_elide(void *lock, struct lock_rec *rec, enum elide_op op)
 			}
 			_xabort(ELIDE_XABORT_BUSY);
 		}
-		self.sample_count++;
 		rec_note_abort(rec, status, start ? (__rdtsc() - start) * 16 : 0);
 		switch (elide_abort_classify(status)) {
 		case ELIDE_ABORT_BUSY:
@@ -811,26 +811,33 @@ static bool policy_valid(int policy)
 _public_ int __elide_mutex_annotate(pthread_mutex_t *m, int policy, const char *name)
 {
 	struct lock_rec *rec;
+	bool elidable;
 
 	if (!m || !policy_valid(policy))
 		return -EINVAL;
-	if (policy != ELIDE_POLICY_KEEP && !mutex_is_elidable_kind(m))
+	elidable = mutex_is_elidable_kind(m);
+	if (policy != ELIDE_POLICY_KEEP && !elidable)
 		return -EINVAL;
 	if (!elide.recs)
 		return -ENOMEM;
 	rec = registry_attach(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, __builtin_return_address(0));
 	if (rec == &elide.recs[REC_OVERFLOW])
 		return -ENOSPC;
+	/* A name on a recursive (or robust, ...) mutex: tracked, never elided. */
+	if (!elidable)
+		rec_set_type_unelidable(rec);
 	return annotate(rec, policy, name);
 }
 
 _public_ int __elide_rwlock_annotate(pthread_rwlock_t *rw, int policy, const char *name)
 {
 	struct lock_rec *rec;
+	bool elidable;
 
 	if (!rw || !policy_valid(policy))
 		return -EINVAL;
-	if (policy != ELIDE_POLICY_KEEP && !rwlock_is_elidable(rw))
+	elidable = rwlock_is_elidable(rw);
+	if (policy != ELIDE_POLICY_KEEP && !elidable)
 		return -EINVAL;
 	if (!elide.recs)
 		return -ENOMEM;
@@ -841,6 +848,8 @@ _public_ int __elide_rwlock_annotate(pthread_rwlock_t *rw, int policy, const cha
 				      __builtin_return_address(0));
 		if (rec == &elide.recs[REC_OVERFLOW])
 			return -ENOSPC;
+		if (!elidable)
+			rec_set_type_unelidable(rec);
 		annotate(rec, policy, name);
 	}
 	return 0;

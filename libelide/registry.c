@@ -142,6 +142,7 @@ static void rec_reset(struct lock_rec *rec, void *lock, enum lock_kind kind, voi
 	e->addr = (uint64_t)(uintptr_t)lock;
 	e->callsite = (uint64_t)(uintptr_t)callsite;
 	rec->kind = (uint8_t)kind;
+	rec->hard_never = false;
 	/* A recycled entry must not inherit a decision about its previous lock. */
 	__atomic_store_n(&e->ctl_policy, ELIDE_SEG_CTL_NONE, __ATOMIC_RELAXED);
 	rec->ctl_applied = ELIDE_SEG_CTL_NONE;
@@ -251,6 +252,13 @@ static void rec_apply_policy(struct lock_rec *rec, int policy, uint8_t reason_ov
 	if (policy != ELIDE_POLICY_ALWAYS && policy != ELIDE_POLICY_NEVER)
 		policy = ELIDE_POLICY_ADAPTIVE;
 	policy_gate(policy, &gate, &reason);
+	/* No policy, the program's or elided's, makes a recursive or robust lock elidable. */
+	if (rec->hard_never) {
+		policy = ELIDE_POLICY_NEVER;
+		gate = GATE_NEVER;
+		reason = ELIDE_SEG_REASON_TYPE_UNELIDABLE;
+		reason_override = 0;
+	}
 	if (reason_override)
 		reason = reason_override;
 	atomic_store_explicit(&rec->policy, (uint8_t)policy, memory_order_relaxed);
@@ -268,6 +276,13 @@ void rec_set_policy(struct lock_rec *rec, int policy)
 	if (rec->ctl_applied != ELIDE_SEG_CTL_NONE)
 		return;
 	rec_apply_policy(rec, policy, 0);
+}
+
+void rec_set_type_unelidable(struct lock_rec *rec)
+{
+	rec->hard_never = true;
+	atomic_store_explicit(&rec->own_policy, ELIDE_POLICY_NEVER, memory_order_relaxed);
+	rec_apply_policy(rec, ELIDE_POLICY_NEVER, 0);
 }
 
 void rec_set_type_normal(struct lock_rec *rec)

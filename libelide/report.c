@@ -3,13 +3,12 @@
  * The exit report (ELIDE=report=1): one line per lock on stderr, in the
  * vocabulary of `perf stat -T` and HotSpot's RTM statistics.
  */
-#include <dlfcn.h>
-#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "elfsym.h"
 #include "elide-internal.h"
 
 static const char *const reason_names[ELIDE_SEG_NREASONS] = {
@@ -22,6 +21,7 @@ static const char *const reason_names[ELIDE_SEG_NREASONS] = {
 	[ELIDE_SEG_REASON_ABORTS] = "aborts",
 	[ELIDE_SEG_REASON_DAEMON] = "elided",
 	[ELIDE_SEG_REASON_PROCESS_OFF] = "process off",
+	[ELIDE_SEG_REASON_TYPE_UNELIDABLE] = "lock type",
 };
 
 static const char *const state_names[] = {
@@ -57,32 +57,16 @@ static void out(int fd, const char *fmt, ...)
 		return;
 }
 
-/* "file+0x12", the symbol covering addr when one does, else module+offset. */
-static void describe_address(const void *addr, bool want_object, char *buf, size_t size)
+/* "cache_lock (prog)", "worker+0x3a (prog)", or the raw address. */
+static void describe_address(struct elfsym_maps *maps, uint64_t addr, bool want_object, char *buf, size_t size)
 {
-	Dl_info info;
-	const ElfW(Sym) *sym = NULL;
-	const char *module;
+	struct elfsym_result res;
 
-	if (!addr || !dladdr1(addr, &info, (void **)&sym, RTLD_DL_SYMENT) || !info.dli_fname) {
-		snprintf(buf, size, "%p", addr);
+	if (!maps || elfsym_resolve(maps, addr, want_object, &res) < 0 || !res.name[0]) {
+		snprintf(buf, size, "0x%llx", (unsigned long long)addr);
 		return;
 	}
-	module = strrchr(info.dli_fname, '/');
-	module = module ? module + 1 : info.dli_fname;
-	if (!*module)
-		module = program_invocation_short_name;
-	if (info.dli_sname && info.dli_saddr &&
-	    (!want_object || (sym && (const char *)addr < (const char *)info.dli_saddr + sym->st_size))) {
-		size_t off = (size_t)((const char *)addr - (const char *)info.dli_saddr);
-
-		if (off)
-			snprintf(buf, size, "%s+0x%zx", info.dli_sname, off);
-		else
-			snprintf(buf, size, "%s", info.dli_sname);
-		return;
-	}
-	snprintf(buf, size, "%s+0x%zx", module, (size_t)((const char *)addr - (const char *)info.dli_fbase));
+	elfsym_format(&res, addr, buf, size);
 }
 
 static uint64_t stat_of(const struct elide_seg_lock *e, unsigned s)
@@ -95,7 +79,7 @@ static double pct(uint64_t part, uint64_t whole)
 	return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
-static void report_lock(int fd, const struct elide_seg_lock *e, uint32_t idx)
+static void report_lock(int fd, struct elfsym_maps *maps, const struct elide_seg_lock *e, uint32_t idx)
 {
 	char name[96], site[96];
 	uint64_t acquired = stat_of(e, STAT_ACQUIRED);
@@ -110,11 +94,11 @@ static void report_lock(int fd, const struct elide_seg_lock *e, uint32_t idx)
 	else if (e->name[0])
 		snprintf(name, sizeof(name), "%.*s", (int)sizeof(e->name), e->name);
 	else
-		describe_address((const void *)(uintptr_t)e->addr, true, name, sizeof(name));
+		describe_address(maps, e->addr, true, name, sizeof(name));
 	if (idx == REC_OVERFLOW)
 		snprintf(site, sizeof(site), "-");
 	else
-		describe_address((const void *)(uintptr_t)e->callsite, false, site, sizeof(site));
+		describe_address(maps, e->callsite, false, site, sizeof(site));
 	if (commits > attempts)
 		commits = attempts;
 	if (commits > acquired)
@@ -145,6 +129,7 @@ static bool entry_in_use(const struct elide_seg_lock *e, uint32_t idx)
 
 void report_print(int fd)
 {
+	struct elfsym_maps *maps = NULL;
 	uint32_t tracked = 0, high;
 
 	out(fd, "libelide: report for pid %d (%s)\n", (int)getpid(), program_invocation_short_name);
@@ -169,7 +154,11 @@ void report_print(int fd)
 	for (int c = 0; c < ELIDE_ABORT_NCAUSES; c++)
 		out(fd, " %9s", elide_abort_cause_names[c]);
 	out(fd, " %9s %9s %12s %s\n", "fallback", "contended", "cycles-lost", "STATE (WHY) CALL-SITE");
+	/* Symbol tables (.symtab too) name static locks that dladdr cannot. */
+	if (elfsym_maps_load(&maps, 0) < 0)
+		maps = NULL;
 	for (uint32_t i = REC_OVERFLOW; i < high; i++)
 		if (entry_in_use(&elide.seg_locks[i], i))
-			report_lock(fd, &elide.seg_locks[i], i);
+			report_lock(fd, maps, &elide.seg_locks[i], i);
+	elfsym_maps_free(maps);
 }

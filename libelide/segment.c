@@ -25,8 +25,10 @@ static struct {
 	size_t size;
 	bool file_backed;
 	pid_t owner;              /* the pid whose file this is */
+	int dirfd;                /* open between create_file() and publish_file() */
+	char name[64];
 	char path[PATH_MAX];
-} seg;
+} seg = { .dirfd = -1 };
 
 static size_t segment_size(void)
 {
@@ -105,35 +107,36 @@ static void fill_header(struct elide_seg_header *h, uint64_t start_time)
 	strncpy(h->comm, program_invocation_short_name, sizeof(h->comm) - 1);
 	strncpy(h->lib_version, PACKAGE_VERSION, sizeof(h->lib_version) - 1);
 	h->sample = elide.opts.sample;
+	/* Valid from the first moment; segment_publish_status() refines them. */
+	h->mode = (uint32_t)elide.opts.mode + 1;
+	h->elision = ELIDE_SEG_ELISION_OFF;
+	strcpy(h->status_reason, "starting");
 }
 
 /*
- * Create <dir>/<pid>-<starttime>.seg.  A file of that name can only be an
- * earlier image of this very process (exec keeps pid and start time), so it
- * is replaced when it is ours and a regular file.
+ * Create <dir>/<pid>-<starttime>.seg.new, owner-only, and map it.  The
+ * caller fills the header and then publish_file() renames it into place, so
+ * a reader never sees a half-written segment under the real name.
  */
 static int create_file(const char *dir, uint64_t start_time, void **ret)
 {
-	char name[64];
-	struct stat st;
-	void *p;
-	int dfd, fd = -1, r;
+	char tmp[80];
+	void *p = NULL;
+	int dfd, fd, r;
 
-	if (strlen(dir) + sizeof(name) + 2 > sizeof(seg.path))
+	if (strlen(dir) + sizeof(seg.name) + 2 > sizeof(seg.path))
 		return -ENAMETOOLONG;
-	snprintf(name, sizeof(name), "%d-%llu%s", (int)getpid(), (unsigned long long)start_time, ELIDE_SEG_SUFFIX);
+	snprintf(seg.name, sizeof(seg.name), "%d-%llu%s", (int)getpid(), (unsigned long long)start_time,
+		 ELIDE_SEG_SUFFIX);
+	snprintf(tmp, sizeof(tmp), "%s.new", seg.name);
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
-	for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
-		fd = openat(dfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd >= 0 || errno != EEXIST)
-			break;
-		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
-		    st.st_uid != geteuid())
-			break;
-		if (unlinkat(dfd, name, 0) < 0)
-			break;
+	fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST) {
+		/* Our own pid and start time: an earlier image of this process. */
+		unlinkat(dfd, tmp, 0);
+		fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	}
 	if (fd < 0) {
 		r = -errno;
@@ -149,14 +152,39 @@ static int create_file(const char *dir, uint64_t start_time, void **ret)
 	}
 	close(fd);
 	if (r < 0) {
-		unlinkat(dfd, name, 0);
+		unlinkat(dfd, tmp, 0);
 		close(dfd);
 		return r;
 	}
-	close(dfd);
-	snprintf(seg.path, sizeof(seg.path), "%s/%s", dir, name);
+	seg.dirfd = dfd;
+	snprintf(seg.path, sizeof(seg.path), "%s/%s", dir, seg.name);
 	*ret = p;
 	return 0;
+}
+
+/*
+ * Give the filled segment its real name.  A file already there can only be
+ * an earlier image of this very process (exec keeps pid and start time): it
+ * is replaced when it is a regular file of ours.
+ */
+static int publish_file(void)
+{
+	char tmp[80];
+	struct stat st;
+	int r = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.new", seg.name);
+	if (renameat2(seg.dirfd, tmp, seg.dirfd, seg.name, RENAME_NOREPLACE) < 0) {
+		r = -errno;
+		if (r == -EEXIST && fstatat(seg.dirfd, seg.name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st.st_mode) && st.st_uid == geteuid() && unlinkat(seg.dirfd, seg.name, 0) == 0)
+			r = renameat2(seg.dirfd, tmp, seg.dirfd, seg.name, RENAME_NOREPLACE) < 0 ? -errno : 0;
+	}
+	if (r < 0)
+		unlinkat(seg.dirfd, tmp, 0);
+	close(seg.dirfd);
+	seg.dirfd = -1;
+	return r;
 }
 
 static void use_mapping(void *base)
@@ -187,6 +215,12 @@ static void *segment_create(bool quiet)
 	r = read_start_time(&start_time);
 	if (r == 0)
 		r = create_file(runtime_dir(), start_time, &base);
+	if (r == 0) {
+		fill_header(base, start_time);
+		r = publish_file();
+		if (r < 0)
+			munmap(base, seg.size);
+	}
 	if (r < 0) {
 		if (!quiet)
 			log_full_errno(LOG_NOTICE, r, "statistics off: cannot create a segment in %s", runtime_dir());
@@ -198,7 +232,8 @@ static void *segment_create(bool quiet)
 	}
 	seg.owner = getpid();
 	seg.base = base;
-	fill_header(base, start_time);
+	if (!seg.file_backed)
+		fill_header(base, start_time);
 	return base;
 }
 

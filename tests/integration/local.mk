@@ -17,7 +17,8 @@ INTEGRATION_TESTS = \
 	tests/integration/test-exit-held \
 	tests/integration/test-stress-bank \
 	tests/integration/test-stress-list \
-	tests/integration/test-annotate
+	tests/integration/test-annotate \
+	tests/integration/test-segment-lifecycle
 
 check_PROGRAMS += $(INTEGRATION_TESTS)
 TESTS += $(INTEGRATION_TESTS)
@@ -66,3 +67,7 @@ tests_integration_test_stress_list_LDADD = $(INTEGRATION_LDADD)
 tests_integration_test_annotate_SOURCES = tests/integration/test-annotate.c tests/integration/testutil.h
 tests_integration_test_annotate_CFLAGS = $(INTEGRATION_CFLAGS)
 tests_integration_test_annotate_LDADD = $(INTEGRATION_LDADD)
+
+tests_integration_test_segment_lifecycle_SOURCES = tests/integration/test-segment-lifecycle.c
+tests_integration_test_segment_lifecycle_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_test_segment_lifecycle_LDADD = common/libelide-tools.la

@@ -53,21 +53,33 @@ passed=0
 skipped=0
 failed=0
 
-for config in adaptive on off fake-no-rtm; do
+# Without RTM the elision paths would never run here: the sim-* configurations
+# make libelide believe every transaction aborts with a given status
+# (ELIDE_SIM_ABORT, ignored where RTM works), so contention gating, abort
+# classification, retries, back-off and fallback run for real.
+configs="adaptive on off fake-no-rtm"
+if ! grep -qw rtm /proc/cpuinfo 2>/dev/null; then
+	configs="$configs sim-conflict sim-capacity"
+fi
+
+for config in $configs; do
+	sim=
 	case "$config" in
 	adaptive)	elide=mode=adaptive fake= ;;
 	on)		elide=mode=on fake= ;;
 	off)		elide=mode=off fake= ;;
 	fake-no-rtm)	elide=mode=on fake=1 ;;
+	sim-conflict)	elide=mode=adaptive fake= sim=0x6 ;;
+	sim-capacity)	elide=mode=on fake= sim=0x8 ;;
 	esac
 
-	echo "=== $config: ELIDE=$elide${fake:+ ELIDE_FAKE_NO_RTM=$fake} LD_PRELOAD=$preload"
-	if [ -n "$fake" ]; then
-		env LD_PRELOAD="$preload" ELIDE="$elide" ELIDE_FAKE_NO_RTM="$fake" "$@"
-	else
-		env -u ELIDE_FAKE_NO_RTM LD_PRELOAD="$preload" ELIDE="$elide" "$@"
-	fi
+	# Each run gets its own runtime directory for its segments.
+	rundir=$(mktemp -d "${TMPDIR:-/tmp}/elide-test.XXXXXX") || exit 1
+	echo "=== $config: ELIDE=$elide${fake:+ ELIDE_FAKE_NO_RTM=$fake}${sim:+ ELIDE_SIM_ABORT=$sim} LD_PRELOAD=$preload"
+	env -u ELIDE_FAKE_NO_RTM -u ELIDE_SIM_ABORT ELIDE_RUNTIME_DIR="$rundir" LD_PRELOAD="$preload" ELIDE="$elide" \
+		${fake:+ELIDE_FAKE_NO_RTM=$fake} ${sim:+ELIDE_SIM_ABORT=$sim} "$@"
 	rc=$?
+	rm -rf "$rundir"
 
 	case $rc in
 	0)

@@ -86,14 +86,18 @@ static void init_type(pthread_mutex_t *m, int type, int protocol, int robust, in
 
 static void test_default(void)
 {
+	struct results rs = { 0 };
 	pthread_mutex_t m;
 
 	check_ret(pthread_mutex_init(&m, NULL), 0);
 	hammer_lock(&m, NULL, 1, 2, CONTEND);
 	check_ret(pthread_mutex_lock(&m), 0);
-	check_ret(pthread_mutex_trylock(&m), EBUSY);
+	record(&rs, pthread_mutex_trylock(&m), EBUSY);
 	/* glibc refuses to destroy a locked mutex (__nusers != 0). */
-	check_ret(pthread_mutex_destroy(&m), EBUSY);
+	record(&rs, pthread_mutex_destroy(&m), EBUSY);
+	check_ret(pthread_mutex_unlock(&m), 0);
+	results_check(&rs);
+	check_ret(pthread_mutex_lock(&m), 0);
 	check_ret(in_other_thread(OTHER_MUTEX_TRYLOCK, &m, NULL), EBUSY);
 	check_ret(pthread_mutex_unlock(&m), 0);
 	held_elsewhere(&m);
@@ -104,14 +108,18 @@ static void test_default(void)
 
 static void test_normal(void)
 {
+	struct results rs = { 0 };
 	pthread_mutex_t m;
 
 	init_type(&m, PTHREAD_MUTEX_NORMAL, PTHREAD_PRIO_NONE, PTHREAD_MUTEX_STALLED, PTHREAD_PROCESS_PRIVATE);
 	hammer_lock(&m, NULL, 1, 2, CONTEND);
 	check_ret(pthread_mutex_lock(&m), 0);
-	check_ret(pthread_mutex_trylock(&m), EBUSY);
+	record(&rs, pthread_mutex_trylock(&m), EBUSY);
+	record(&rs, pthread_mutex_destroy(&m), EBUSY);
+	check_ret(pthread_mutex_unlock(&m), 0);
+	results_check(&rs);
+	check_ret(pthread_mutex_lock(&m), 0);
 	check_ret(in_other_thread(OTHER_MUTEX_TRYLOCK, &m, NULL), EBUSY);
-	check_ret(pthread_mutex_destroy(&m), EBUSY);
 	check_ret(pthread_mutex_unlock(&m), 0);
 	held_elsewhere(&m);
 	check_ret(pthread_mutex_destroy(&m), 0);
@@ -120,14 +128,23 @@ static void test_normal(void)
 
 static void test_errorcheck(void)
 {
+	struct results rs = { 0 };
+	struct timespec ts;
 	pthread_mutex_t m;
 
 	init_type(&m, PTHREAD_MUTEX_ERRORCHECK, PTHREAD_PRIO_NONE, PTHREAD_MUTEX_STALLED, PTHREAD_PROCESS_PRIVATE);
 	for (int round = 0; round < 2; round++) {
 		hammer_lock(&m, NULL, 1, 2, CONTEND);
 		check_ret(pthread_mutex_lock(&m), 0);
-		check_ret(pthread_mutex_lock(&m), EDEADLK);
-		check_ret(pthread_mutex_trylock(&m), EBUSY);
+		record(&rs, pthread_mutex_lock(&m), EDEADLK);
+		record(&rs, pthread_mutex_trylock(&m), EBUSY);
+		record(&rs, pthread_mutex_destroy(&m), EBUSY);
+		ts = ts_from_now(CLOCK_REALTIME, 1000);
+		record(&rs, pthread_mutex_timedlock(&m, &ts), EDEADLK);
+		check_ret(pthread_mutex_unlock(&m), 0);
+		record(&rs, pthread_mutex_unlock(&m), EPERM);
+		results_check(&rs);
+		check_ret(pthread_mutex_lock(&m), 0);
 		check_ret(in_other_thread(OTHER_MUTEX_UNLOCK, &m, NULL), EPERM);
 		check_ret(in_other_thread(OTHER_MUTEX_TRYLOCK, &m, NULL), EBUSY);
 		check_ret(pthread_mutex_unlock(&m), 0);
@@ -140,11 +157,22 @@ static void test_errorcheck(void)
 
 static void test_recursive(void)
 {
+	struct results rs = { 0 };
 	pthread_mutex_t m;
 
 	init_type(&m, PTHREAD_MUTEX_RECURSIVE, PTHREAD_PRIO_NONE, PTHREAD_MUTEX_STALLED, PTHREAD_PROCESS_PRIVATE);
 	for (int round = 0; round < 2; round++) {
 		hammer_lock(&m, NULL, 3, 2, CONTEND);
+		/* Recorded: the nesting must be real when the section commits. */
+		for (int i = 0; i < 3; i++)
+			record(&rs, pthread_mutex_lock(&m), 0);
+		record(&rs, pthread_mutex_trylock(&m), 0);
+		record(&rs, pthread_mutex_unlock(&m), 0);
+		record(&rs, pthread_mutex_unlock(&m), 0);
+		record(&rs, pthread_mutex_unlock(&m), 0);
+		record(&rs, pthread_mutex_unlock(&m), 0);
+		record(&rs, pthread_mutex_unlock(&m), EPERM);
+		results_check(&rs);
 		for (int i = 0; i < 3; i++)
 			check_ret(pthread_mutex_lock(&m), 0);
 		check_ret(pthread_mutex_trylock(&m), 0);
@@ -197,6 +225,7 @@ static void test_robust(void)
 
 static void test_prio_inherit(void)
 {
+	struct results rs = { 0 };
 	pthread_mutexattr_t a;
 	pthread_mutex_t m, e;
 	int r;
@@ -213,7 +242,10 @@ static void test_prio_inherit(void)
 	check_ret(r, 0);
 	hammer_lock(&m, NULL, 1, 2, CONTEND);
 	check_ret(pthread_mutex_lock(&m), 0);
-	check_ret(pthread_mutex_trylock(&m), EBUSY);
+	record(&rs, pthread_mutex_trylock(&m), EBUSY);
+	check_ret(pthread_mutex_unlock(&m), 0);
+	results_check(&rs);
+	check_ret(pthread_mutex_lock(&m), 0);
 	check_ret(in_other_thread(OTHER_MUTEX_TRYLOCK, &m, NULL), EBUSY);
 	check_ret(pthread_mutex_unlock(&m), 0);
 	held_elsewhere(&m);
@@ -222,7 +254,10 @@ static void test_prio_inherit(void)
 	init_type(&e, PTHREAD_MUTEX_ERRORCHECK, PTHREAD_PRIO_INHERIT, PTHREAD_MUTEX_STALLED, PTHREAD_PROCESS_PRIVATE);
 	hammer_lock(&e, NULL, 1, 2, CONTEND);
 	check_ret(pthread_mutex_lock(&e), 0);
-	check_ret(pthread_mutex_lock(&e), EDEADLK);
+	record(&rs, pthread_mutex_lock(&e), EDEADLK);
+	check_ret(pthread_mutex_unlock(&e), 0);
+	results_check(&rs);
+	check_ret(pthread_mutex_lock(&e), 0);
 	check_ret(in_other_thread(OTHER_MUTEX_UNLOCK, &e, NULL), EPERM);
 	check_ret(pthread_mutex_unlock(&e), 0);
 	check_ret(pthread_mutex_destroy(&e), 0);

@@ -71,13 +71,32 @@ struct results {
 	int n;
 	struct {
 		int got, want, line;
-		const char *expr;
+		const char *what;
 	} r[RESULTS_MAX];
 };
 
-#define record(rs, expr, expected) do {								struct results *_rs = (rs);							int _got = (expr);								if (_rs->n < RESULTS_MAX) {								_rs->r[_rs->n].got = _got;							_rs->r[_rs->n].want = (expected);						_rs->r[_rs->n].line = __LINE__;							_rs->r[_rs->n].expr = #expr;							_rs->n++;								}									} while (0)
+#define record(rs, expr, expected) do {						\
+		struct results *_rs = (rs);					\
+		int _got = (expr);						\
+		if (_rs->n < RESULTS_MAX) {					\
+			_rs->r[_rs->n].got = _got;				\
+			_rs->r[_rs->n].want = (expected);			\
+			_rs->r[_rs->n].line = __LINE__;				\
+			_rs->r[_rs->n].what = #expr;				\
+			_rs->n++;						\
+		}								\
+	} while (0)
 
-#define results_check(rs) do {									struct results *_rc = (rs);							for (int _i = 0; _i < _rc->n; _i++)							if (_rc->r[_i].got != _rc->r[_i].want)							fail("(recorded at line %d) %s returned %d (%s), expected %d (%s)", 				     _rc->r[_i].line, _rc->r[_i].expr,						     _rc->r[_i].got, strerror(_rc->r[_i].got),					     _rc->r[_i].want, strerror(_rc->r[_i].want)); 		_rc->n = 0;								} while (0)
+#define results_check(rs) do {							\
+		struct results *_rc = (rs);					\
+		for (int _i = 0; _i < _rc->n; _i++)				\
+			if (_rc->r[_i].got != _rc->r[_i].want)			\
+				fail("(recorded at line %d) %s returned %d (%s), expected %d (%s)", \
+				     _rc->r[_i].line, _rc->r[_i].what,		\
+				     _rc->r[_i].got, strerror(_rc->r[_i].got),	\
+				     _rc->r[_i].want, strerror(_rc->r[_i].want)); \
+		_rc->n = 0;							\
+	} while (0)
 
 static inline void watchdog_handler(int sig)
 {

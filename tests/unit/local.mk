@@ -3,8 +3,8 @@ if HAVE_CHECK
 UNIT_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -I$(top_srcdir)/libelide
 UNIT_LDADD = $(CHECK_LIBS)
 
-check_PROGRAMS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry
-TESTS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry
+check_PROGRAMS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader
+TESTS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader
 
 tests_unit_test_log_SOURCES = tests/unit/test-log.c common/log.c
 tests_unit_test_log_CFLAGS = $(UNIT_CFLAGS)
@@ -21,4 +21,12 @@ tests_unit_test_hw_LDADD = $(UNIT_LDADD)
 tests_unit_test_registry_SOURCES = tests/unit/test-registry.c libelide/registry.c libelide/options.c
 tests_unit_test_registry_CFLAGS = $(UNIT_CFLAGS) -mrtm
 tests_unit_test_registry_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_elfsym_SOURCES = tests/unit/test-elfsym.c common/elfsym.c
+tests_unit_test_elfsym_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_elfsym_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_segment_reader_SOURCES = tests/unit/test-segment-reader.c common/segment-reader.c
+tests_unit_test_segment_reader_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_segment_reader_LDADD = $(UNIT_LDADD)
 endif

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "elfsym.h"
@@ -116,6 +117,30 @@ END_TEST
 START_TEST(test_by_real_pid)
 {
 	check_own_symbols(getpid());
+}
+END_TEST
+
+/* Another process: a forked child has the same layout. */
+START_TEST(test_other_process)
+{
+	int pfd[2];
+	pid_t child;
+	int status;
+	char c;
+
+	ck_assert_int_eq(pipe(pfd), 0);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		close(pfd[1]);
+		(void)!read(pfd[0], &c, 1);
+		_exit(0);
+	}
+	close(pfd[0]);
+	check_own_symbols(child);
+	close(pfd[1]);
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert(WIFEXITED(status));
 }
 END_TEST
 
@@ -594,6 +619,7 @@ static Suite *elfsym_suite(void)
 
 	tcase_add_test(tc, test_self_objects_and_code);
 	tcase_add_test(tc, test_by_real_pid);
+	tcase_add_test(tc, test_other_process);
 	tcase_add_test(tc, test_call_site);
 	tcase_add_test(tc, test_format);
 	tcase_add_test(tc, test_libc);

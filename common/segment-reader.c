@@ -1,0 +1,676 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Reading segments written by other users' processes (segment-reader.h).
+ *
+ * Everything is copied with pread into private memory and validated there:
+ * the file is never mapped (a truncation by its owner would SIGBUS us), no
+ * size, offset or count is used before it is checked, and every string is
+ * checked for its NUL inside its field.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "elide.h"
+#include "macros.h"
+#include "segment-reader.h"
+
+#define SEG_LOCKS_OFFSET (ELIDE_SEG_HEADER_SIZE + ELIDE_SEG_CONTROL_SIZE)
+/* Entries copied per pread: bounds the scratch buffer, not the table. */
+#define SEG_READ_CHUNK 256u
+/* The overflow entry's index (libelide's REC_OVERFLOW). */
+#define SEG_OVERFLOW_INDEX 1u
+
+_printf_(5, 6)
+static int seg_error(char *err, size_t errlen, int r, const char *file, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (!err || errlen == 0)
+		return r;
+	/* For %m: glibc formats it with strerror_r, safe in threads. */
+	errno = r < 0 ? -r : 0;
+	n = snprintf(err, errlen, "%s: ", file);
+	if (n < 0 || (size_t)n >= errlen)
+		return r;
+	va_start(ap, fmt);
+	vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* Canonical decimal: digits only, no sign, no leading zero, no overflow. */
+static const char *parse_u64(const char *s, uint64_t *ret)
+{
+	uint64_t v = 0;
+	const char *p = s;
+
+	if (*p < '0' || *p > '9')
+		return NULL;
+	if (*p == '0' && p[1] >= '0' && p[1] <= '9')
+		return NULL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		unsigned d = (unsigned)(*p - '0');
+
+		if (v > (UINT64_MAX - d) / 10)
+			return NULL;
+		v = v * 10 + d;
+	}
+	*ret = v;
+	return p;
+}
+
+int seg_parse_name(const char *name, pid_t *pid, uint64_t *start_time)
+{
+	uint64_t p, t;
+	const char *s;
+
+	if (!name)
+		return -EINVAL;
+	s = parse_u64(name, &p);
+	if (!s || p < 1 || p > INT_MAX || *s != '-')
+		return -EINVAL;
+	s = parse_u64(s + 1, &t);
+	if (!s || strcmp(s, ELIDE_SEG_SUFFIX) != 0)
+		return -EINVAL;
+	if (pid)
+		*pid = (pid_t)p;
+	if (start_time)
+		*start_time = t;
+	return 0;
+}
+
+/*
+ * Read a /proc/<pid> file into buf, NUL-terminated: whole (-EFBIG when it
+ * does not fit), or only its first size - 1 bytes.
+ */
+static int read_proc_file(const char *proc_root, pid_t pid, const char *what, bool whole, char *buf, size_t size)
+{
+	char path[PATH_MAX];
+	size_t len = 0;
+	int n;
+
+	if (pid <= 0)
+		return -EINVAL;
+	n = snprintf(path, sizeof(path), "%s/%d/%s", proc_root ? proc_root : "/proc", (int)pid, what);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return -ENAMETOOLONG;
+
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	while (len < size - 1) {
+		ssize_t k = read(fd, buf + len, size - 1 - len);
+
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			/* ESRCH: the process exited after open */
+			return -errno;
+		}
+		if (k == 0)
+			break;
+		len += (size_t)k;
+	}
+	if (whole && len == size - 1)
+		return -EFBIG;
+	buf[len] = '\0';
+	if (strlen(buf) != len)
+		return -EBADMSG;
+	return (int)len;
+}
+
+int seg_proc_start_time(const char *proc_root, pid_t pid, uint64_t *start_time)
+{
+	char buf[4096], *p;
+	uint64_t v;
+	const char *s;
+	int r;
+
+	/* Whole: the last ')' must be comm's, not one cut short. */
+	r = read_proc_file(proc_root, pid, "stat", true, buf, sizeof(buf));
+	if (r < 0)
+		return r;
+	/* "pid (comm) state ..."; comm may hold spaces and ')' but is followed
+	 * by the last ')' of the line. */
+	s = parse_u64(buf, &v);
+	if (!s || v != (uint64_t)pid || strncmp(s, " (", 2) != 0)
+		return -EBADMSG;
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
+		return -EBADMSG;
+	s = p + 2;
+	/* Skip fields 3 (state) .. 21 to reach field 22. */
+	for (int field = 3; field < 22; field++) {
+		s = strchr(s, ' ');
+		if (!s)
+			return -EBADMSG;
+		s++;
+	}
+	s = parse_u64(s, &v);
+	if (!s || (*s != ' ' && *s != '\n'))
+		return -EBADMSG;
+	*start_time = v;
+	return 0;
+}
+
+int seg_proc_uid(const char *proc_root, pid_t pid, uid_t *uid)
+{
+	char buf[4096];
+	const char *s;
+	uint64_t real, euid;
+	int r;
+
+	/* status grows with CPU and node masks, but Uid: is its ninth line:
+	 * its beginning is enough, and a cut line fails to parse below. */
+	r = read_proc_file(proc_root, pid, "status", false, buf, sizeof(buf));
+	if (r < 0)
+		return r;
+	if (strncmp(buf, "Uid:", 4) == 0) {
+		s = buf;
+	} else {
+		s = strstr(buf, "\nUid:");
+		if (!s)
+			return -EBADMSG;
+		s++;
+	}
+	/* "Uid:\treal\teffective\tsaved\tfs\n" */
+	s += 4;
+	if (*s != '\t')
+		return -EBADMSG;
+	s = parse_u64(s + 1, &real);
+	if (!s || *s != '\t')
+		return -EBADMSG;
+	s = parse_u64(s + 1, &euid);
+	if (!s || *s != '\t' || euid > (uid_t)-1 - 1)
+		return -EBADMSG;
+	*uid = (uid_t)euid;
+	return 0;
+}
+
+static int pread_all(int fd, void *buf, size_t size, uint64_t offset)
+{
+	size_t done = 0;
+
+	while (done < size) {
+		ssize_t n = pread(fd, (char *)buf + done, size - done, (off_t)(offset + done));
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -ENODATA; /* shorter than fstat said: truncated meanwhile */
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+static int pwrite_all(int fd, const void *buf, size_t size, uint64_t offset)
+{
+	size_t done = 0;
+
+	while (done < size) {
+		ssize_t n = pwrite(fd, (const char *)buf + done, size - done, (off_t)(offset + done));
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+static bool has_nul(const char *s, size_t size)
+{
+	return memchr(s, '\0', size) != NULL;
+}
+
+static bool is_pow2(uint32_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+/*
+ * Open `name` without following symlinks and without blocking on a FIFO,
+ * check it is a regular file whose size a segment can have.
+ */
+static int seg_open(int dirfd, const char *name, int mode, struct stat *st, char *err, size_t errlen)
+{
+	int r;
+
+	_cleanup_close_ int fd = openat(dirfd, name, mode | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0) {
+		r = -errno;
+		if (r == -ELOOP)
+			return seg_error(err, errlen, r, name, "is a symlink (not followed)");
+		return seg_error(err, errlen, r, name, "cannot open: %m");
+	}
+	if (fstat(fd, st) < 0)
+		return seg_error(err, errlen, -errno, name, "cannot stat: %m");
+	if (!S_ISREG(st->st_mode))
+		return seg_error(err, errlen, -EBADMSG, name, "not a regular file");
+	if ((uint64_t)st->st_size < SEG_LOCKS_OFFSET)
+		return seg_error(err, errlen, -EBADMSG, name, "truncated: %llu bytes, a segment has at least %u",
+				 (unsigned long long)st->st_size, SEG_LOCKS_OFFSET);
+	if ((uint64_t)st->st_size > SEG_MAX_SIZE)
+		return seg_error(err, errlen, -EFBIG, name, "too large: %llu bytes, at most %llu",
+				 (unsigned long long)st->st_size, (unsigned long long)SEG_MAX_SIZE);
+	r = fd;
+	fd = -1;
+	return r;
+}
+
+/* Read and validate the header against the format, the file size and the name. */
+static int seg_read_header(int fd, const char *name, const struct stat *st, pid_t pid, uint64_t start_time,
+			   struct elide_seg_header *h, char *err, size_t errlen)
+{
+	uint64_t expect;
+	int r;
+
+	r = pread_all(fd, h, sizeof(*h), 0);
+	if (r == -ENODATA)
+		return seg_error(err, errlen, -EBADMSG, name, "truncated while reading the header");
+	if (r < 0)
+		return seg_error(err, errlen, r, name, "cannot read the header: %m");
+
+	if (memcmp(h->magic, ELIDE_SEG_MAGIC, sizeof(h->magic)) != 0)
+		return seg_error(err, errlen, -EBADMSG, name, "bad magic: not a segment");
+	if (h->version != ELIDE_SEG_VERSION)
+		return seg_error(err, errlen, -EBADMSG, name, "unsupported version %u (expected %u)",
+				 h->version, ELIDE_SEG_VERSION);
+	if (h->header_size != ELIDE_SEG_HEADER_SIZE)
+		return seg_error(err, errlen, -EBADMSG, name, "header_size %u (expected %u)",
+				 h->header_size, ELIDE_SEG_HEADER_SIZE);
+	if (h->control_offset != ELIDE_SEG_HEADER_SIZE)
+		return seg_error(err, errlen, -EBADMSG, name, "control_offset %u (expected %u)",
+				 h->control_offset, ELIDE_SEG_HEADER_SIZE);
+	if (h->control_size != ELIDE_SEG_CONTROL_SIZE)
+		return seg_error(err, errlen, -EBADMSG, name, "control_size %u (expected %u)",
+				 h->control_size, ELIDE_SEG_CONTROL_SIZE);
+	if (h->locks_offset != SEG_LOCKS_OFFSET)
+		return seg_error(err, errlen, -EBADMSG, name, "locks_offset %u (expected %u)",
+				 h->locks_offset, SEG_LOCKS_OFFSET);
+	if (h->lock_entry_size != sizeof(struct elide_seg_lock))
+		return seg_error(err, errlen, -EBADMSG, name, "lock_entry_size %u (expected %zu)",
+				 h->lock_entry_size, sizeof(struct elide_seg_lock));
+	if (h->lock_capacity < 2 || h->lock_capacity > ELIDE_SEG_MAX_LOCKS)
+		return seg_error(err, errlen, -EBADMSG, name, "lock_capacity %u out of range 2..%u",
+				 h->lock_capacity, ELIDE_SEG_MAX_LOCKS);
+	/* All factors are 32-bit and checked: no overflow in 64 bits. */
+	expect = (uint64_t)h->locks_offset + (uint64_t)h->lock_capacity * h->lock_entry_size;
+	if (h->total_size != expect)
+		return seg_error(err, errlen, -EBADMSG, name, "total_size %llu, but %u entries need %llu",
+				 (unsigned long long)h->total_size, h->lock_capacity, (unsigned long long)expect);
+	if (h->total_size != (uint64_t)st->st_size)
+		return seg_error(err, errlen, -EBADMSG, name, "file is %llu bytes, header total_size says %llu",
+				 (unsigned long long)st->st_size, (unsigned long long)h->total_size);
+	if (h->lock_high_water > h->lock_capacity)
+		return seg_error(err, errlen, -EBADMSG, name, "lock_high_water %u above lock_capacity %u",
+				 h->lock_high_water, h->lock_capacity);
+	if (h->pid != (int32_t)pid)
+		return seg_error(err, errlen, -EBADMSG, name, "header pid %d differs from the file name's",
+				 (int)h->pid);
+	if (h->start_time != start_time)
+		return seg_error(err, errlen, -EBADMSG, name, "header start_time %llu differs from the file name's",
+				 (unsigned long long)h->start_time);
+	if (!has_nul(h->exe, sizeof(h->exe)))
+		return seg_error(err, errlen, -EBADMSG, name, "exe is not NUL-terminated");
+	if (!has_nul(h->comm, sizeof(h->comm)))
+		return seg_error(err, errlen, -EBADMSG, name, "comm is not NUL-terminated");
+	if (!has_nul(h->lib_version, sizeof(h->lib_version)))
+		return seg_error(err, errlen, -EBADMSG, name, "lib_version is not NUL-terminated");
+	if (!has_nul(h->status_reason, sizeof(h->status_reason)))
+		return seg_error(err, errlen, -EBADMSG, name, "status_reason is not NUL-terminated");
+	if (h->elision > ELIDE_SEG_ELISION_ON)
+		return seg_error(err, errlen, -EBADMSG, name, "elision %u out of range 0..1", h->elision);
+	if (h->mode < ELIDE_SEG_MODE_ADAPTIVE || h->mode > ELIDE_SEG_MODE_OFF)
+		return seg_error(err, errlen, -EBADMSG, name, "mode %u out of range 1..3", h->mode);
+	if (!is_pow2(h->sample) || h->sample > 65536)
+		return seg_error(err, errlen, -EBADMSG, name, "sample %u is not a power of two in 1..65536",
+				 h->sample);
+	if (h->rtm_usable > 1)
+		return seg_error(err, errlen, -EBADMSG, name, "rtm_usable %u out of range 0..1", h->rtm_usable);
+	return 0;
+}
+
+/* Why an in-use entry is garbage, or NULL when it is valid. */
+static const char *seg_lock_invalid(uint32_t index, const struct elide_seg_lock *e)
+{
+	if (e->kind > ELIDE_SEG_KIND_OVERFLOW)
+		return "kind";
+	if (index == 0)
+		return "index 0 in use";
+	if ((e->kind == ELIDE_SEG_KIND_OVERFLOW) != (index == SEG_OVERFLOW_INDEX))
+		return "overflow kind";
+	if (e->state > ELIDE_SEG_STATE_OFF_ADAPT)
+		return "state";
+	if (e->reason >= ELIDE_SEG_NREASONS)
+		return "reason";
+	if (e->policy > ELIDE_POLICY_NEVER)
+		return "policy";
+	if (!has_nul(e->name, sizeof(e->name)))
+		return "name";
+	return NULL;
+}
+
+void seg_snapshot_free(struct seg_snapshot *snap)
+{
+	if (!snap)
+		return;
+	free(snap->locks);
+	free(snap);
+}
+
+static void seg_snapshot_freep(struct seg_snapshot **snap)
+{
+	seg_snapshot_free(*snap);
+}
+
+/* Copy entries [0, high) chunk by chunk, keeping the valid in-use ones. */
+static int seg_read_locks(int fd, const char *name, struct seg_snapshot *snap, char *err, size_t errlen)
+{
+	uint32_t high = snap->header.lock_high_water;
+	struct seg_lock_snapshot *locks;
+	int r;
+
+	if (high == 0)
+		return 0;
+	/* At most one copy of the table: bounded by the (checked) file size. */
+	locks = calloc(high, sizeof(*locks));
+	if (!locks)
+		return seg_error(err, errlen, -ENOMEM, name, "out of memory for %u lock entries", high);
+	snap->locks = locks;
+
+	_cleanup_free_ struct elide_seg_lock *chunk = calloc(SEG_READ_CHUNK, sizeof(*chunk));
+	if (!chunk)
+		return seg_error(err, errlen, -ENOMEM, name, "out of memory");
+
+	for (uint32_t first = 0; first < high; first += SEG_READ_CHUNK) {
+		uint32_t n = high - first < SEG_READ_CHUNK ? high - first : SEG_READ_CHUNK;
+
+		r = pread_all(fd, chunk, (size_t)n * sizeof(*chunk),
+			      snap->header.locks_offset + (uint64_t)first * sizeof(*chunk));
+		if (r == -ENODATA)
+			return seg_error(err, errlen, -EBADMSG, name, "changed size while being read");
+		if (r < 0)
+			return seg_error(err, errlen, r, name, "cannot read lock entries: %m");
+		for (uint32_t i = 0; i < n; i++) {
+			const struct elide_seg_lock *e = &chunk[i];
+
+			if (e->kind == ELIDE_SEG_KIND_FREE)
+				continue;
+			if (seg_lock_invalid(first + i, e)) {
+				snap->nbad_locks++;
+				continue;
+			}
+			locks[snap->nlocks].index = first + i;
+			locks[snap->nlocks].lock = *e;
+			snap->nlocks++;
+		}
+	}
+	return 0;
+}
+
+/* The process behind the segment must be alive and be the file's owner. */
+static int seg_check_process(const struct seg_snapshot *snap, char *err, size_t errlen)
+{
+	uint64_t start_time;
+	uid_t uid;
+	int r;
+
+	r = seg_proc_start_time(NULL, snap->pid, &start_time);
+	if (r == -ESRCH || (r == 0 && start_time != snap->start_time))
+		return seg_error(err, errlen, -ESRCH, snap->file,
+				 "no live process %d with start_time %llu (stale segment)",
+				 (int)snap->pid, (unsigned long long)snap->start_time);
+	if (r < 0)
+		return seg_error(err, errlen, r, snap->file, "cannot read /proc/%d/stat: %m",
+				 (int)snap->pid);
+	r = seg_proc_uid(NULL, snap->pid, &uid);
+	if (r == -ESRCH)
+		return seg_error(err, errlen, -ESRCH, snap->file, "no live process %d (stale segment)",
+				 (int)snap->pid);
+	if (r < 0)
+		return seg_error(err, errlen, r, snap->file, "cannot read /proc/%d/status: %m",
+				 (int)snap->pid);
+	if (uid != snap->file_uid)
+		return seg_error(err, errlen, -EPERM, snap->file,
+				 "file owner uid %u is not the owner uid %u of process %d",
+				 (unsigned)snap->file_uid, (unsigned)uid, (int)snap->pid);
+	if (snap->header.uid != (uint32_t)snap->file_uid)
+		return seg_error(err, errlen, -EBADMSG, snap->file, "header uid %u is not the file owner uid %u",
+				 snap->header.uid, (unsigned)snap->file_uid);
+	return 0;
+}
+
+int seg_read(int dirfd, const char *name, unsigned flags, struct seg_snapshot **ret, char *err, size_t errlen)
+{
+	_cleanup_(seg_snapshot_freep) struct seg_snapshot *snap = NULL;
+	_cleanup_close_ int fd = -1;
+	struct stat st, st2;
+	pid_t pid;
+	uint64_t start_time;
+	int r;
+
+	if (!name || !ret)
+		return -EINVAL;
+	if (err && errlen)
+		err[0] = '\0';
+	if (seg_parse_name(name, &pid, &start_time) < 0)
+		return seg_error(err, errlen, -EINVAL, name, "not a segment file name (<pid>-<starttime>%s)",
+				 ELIDE_SEG_SUFFIX);
+
+	fd = seg_open(dirfd, name, O_RDONLY, &st, err, errlen);
+	if (fd < 0)
+		return fd;
+
+	snap = calloc(1, sizeof(*snap));
+	if (!snap)
+		return seg_error(err, errlen, -ENOMEM, name, "out of memory");
+	/* The parsed name is at most 10 + 1 + 20 + 4 characters. */
+	snprintf(snap->file, sizeof(snap->file), "%s", name);
+	snap->pid = pid;
+	snap->start_time = start_time;
+	snap->file_uid = st.st_uid;
+
+	r = seg_read_header(fd, name, &st, pid, start_time, &snap->header, err, errlen);
+	if (r < 0)
+		return r;
+	r = pread_all(fd, &snap->control, sizeof(snap->control), snap->header.control_offset);
+	if (r == -ENODATA)
+		return seg_error(err, errlen, -EBADMSG, name, "changed size while being read");
+	if (r < 0)
+		return seg_error(err, errlen, r, name, "cannot read the control block: %m");
+	r = seg_read_locks(fd, name, snap, err, errlen);
+	if (r < 0)
+		return r;
+
+	/* A file resized under us may have mixed old and new contents. */
+	if (fstat(fd, &st2) < 0)
+		return seg_error(err, errlen, -errno, name, "cannot stat: %m");
+	if (st2.st_size != st.st_size)
+		return seg_error(err, errlen, -EBADMSG, name, "changed size while being read");
+
+	if (flags & SEG_READ_CHECK_PROCESS) {
+		r = seg_check_process(snap, err, errlen);
+		if (r < 0)
+			return r;
+	}
+
+	/* Give back what the garbage and free entries did not use. */
+	if (snap->nlocks == 0) {
+		free(snap->locks);
+		snap->locks = NULL;
+	} else if (snap->nlocks < snap->header.lock_high_water) {
+		struct seg_lock_snapshot *p = realloc(snap->locks, snap->nlocks * sizeof(*p));
+
+		if (p)
+			snap->locks = p;
+	}
+	*ret = snap;
+	snap = NULL;
+	return 0;
+}
+
+/* Open a segment for writing decisions into, after validating its header. */
+static int seg_open_write(int dirfd, const char *name, struct elide_seg_header *h, char *err, size_t errlen)
+{
+	_cleanup_close_ int fd = -1;
+	uint64_t start_time;
+	struct stat st;
+	pid_t pid;
+	int r;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!name || seg_parse_name(name, &pid, &start_time) < 0)
+		return seg_error(err, errlen, -EINVAL, name ? name : "(null)",
+				 "not a segment file name (<pid>-<starttime>%s)", ELIDE_SEG_SUFFIX);
+	fd = seg_open(dirfd, name, O_RDWR, &st, err, errlen);
+	if (fd < 0)
+		return fd;
+	/* A second link could be a name of the segment in another place. */
+	if (st.st_nlink != 1)
+		return seg_error(err, errlen, -EBADMSG, name, "has %llu hard links, expected 1",
+				 (unsigned long long)st.st_nlink);
+	r = seg_read_header(fd, name, &st, pid, start_time, h, err, errlen);
+	if (r < 0)
+		return r;
+	r = fd;
+	fd = -1;
+	return r;
+}
+
+int seg_write_control(int dirfd, const char *name, const struct elide_seg_control *control,
+		      char *err, size_t errlen)
+{
+	struct elide_seg_header h;
+	uint64_t gen, odd, even;
+	int r;
+
+	if (!control)
+		return -EINVAL;
+	_cleanup_close_ int fd = seg_open_write(dirfd, name, &h, err, errlen);
+	if (fd < 0)
+		return fd;
+
+	r = pread_all(fd, &gen, sizeof(gen), h.control_offset + offsetof(struct elide_seg_control, generation));
+	if (r == -ENODATA)
+		return seg_error(err, errlen, -EBADMSG, name, "truncated while reading the control block");
+	if (r < 0)
+		return seg_error(err, errlen, r, name, "cannot read the control generation: %m");
+
+	/* Seqlock: odd while writing, then even and larger than before.
+	 * The old value is the owner's to scribble on: wrapping is harmless,
+	 * libelide only compares for inequality. */
+	odd = (gen & 1) ? gen + 2 : gen + 1;
+	even = odd + 1;
+	r = pwrite_all(fd, &odd, sizeof(odd), h.control_offset + offsetof(struct elide_seg_control, generation));
+	if (r < 0)
+		return seg_error(err, errlen, r, name, "cannot write the control generation: %m");
+	r = pwrite_all(fd, (const char *)control + sizeof(control->generation),
+		       sizeof(*control) - sizeof(control->generation),
+		       h.control_offset + sizeof(control->generation));
+	if (r < 0)
+		return seg_error(err, errlen, r, name, "cannot write the control block: %m");
+	r = pwrite_all(fd, &even, sizeof(even), h.control_offset + offsetof(struct elide_seg_control, generation));
+	if (r < 0)
+		return seg_error(err, errlen, r, name, "cannot write the control generation: %m");
+	return 0;
+}
+
+int seg_write_lock_policy(int dirfd, const char *name, uint32_t index, uint32_t ctl_policy,
+			  char *err, size_t errlen)
+{
+	struct elide_seg_header h;
+	uint64_t off;
+	int r;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (ctl_policy > ELIDE_POLICY_NEVER + 1)
+		return seg_error(err, errlen, -EINVAL, name ? name : "(null)",
+				 "ctl_policy %u out of range 0..%u", ctl_policy, ELIDE_POLICY_NEVER + 1);
+	_cleanup_close_ int fd = seg_open_write(dirfd, name, &h, err, errlen);
+	if (fd < 0)
+		return fd;
+	if (index >= h.lock_capacity)
+		return seg_error(err, errlen, -ERANGE, name, "lock index %u beyond lock_capacity %u",
+				 index, h.lock_capacity);
+	off = h.locks_offset + (uint64_t)index * sizeof(struct elide_seg_lock) +
+	      offsetof(struct elide_seg_lock, ctl_policy);
+	r = pwrite_all(fd, &ctl_policy, sizeof(ctl_policy), off);
+	if (r < 0)
+		return seg_error(err, errlen, r, name, "cannot write lock entry %u: %m", index);
+	return 0;
+}
+
+/* The exit report's vocabulary (libelide/report.c), so both read alike. */
+const char *seg_kind_to_string(uint32_t kind)
+{
+	static const char *const names[] = {
+		[ELIDE_SEG_KIND_FREE] = "free",
+		[ELIDE_SEG_KIND_MUTEX] = "mutex",
+		[ELIDE_SEG_KIND_RWLOCK_READ] = "rw-rd",
+		[ELIDE_SEG_KIND_RWLOCK_WRITE] = "rw-wr",
+		[ELIDE_SEG_KIND_OVERFLOW] = "overflow",
+	};
+
+	return kind < ARRAY_SIZE(names) ? names[kind] : "?";
+}
+
+const char *seg_state_to_string(uint32_t state)
+{
+	static const char *const names[] = {
+		[ELIDE_SEG_STATE_PLAIN] = "plain",
+		[ELIDE_SEG_STATE_ELIDING] = "eliding",
+		[ELIDE_SEG_STATE_OFF_POLICY] = "off",
+		[ELIDE_SEG_STATE_OFF_ADAPT] = "backoff",
+	};
+
+	return state < ARRAY_SIZE(names) ? names[state] : "?";
+}
+
+const char *seg_reason_to_string(uint32_t reason)
+{
+	static const char *const names[ELIDE_SEG_NREASONS] = {
+		[ELIDE_SEG_REASON_UNCONTENDED] = "not contended",
+		[ELIDE_SEG_REASON_CONTENDED] = "contended",
+		[ELIDE_SEG_REASON_MODE_ON] = "mode=on",
+		[ELIDE_SEG_REASON_POLICY_ALWAYS] = "policy always",
+		[ELIDE_SEG_REASON_POLICY_NEVER] = "policy never",
+		[ELIDE_SEG_REASON_TYPE_NORMAL] = "PTHREAD_MUTEX_NORMAL",
+		[ELIDE_SEG_REASON_ABORTS] = "aborts",
+		[ELIDE_SEG_REASON_DAEMON] = "elided",
+		[ELIDE_SEG_REASON_PROCESS_OFF] = "process off",
+		[ELIDE_SEG_REASON_TYPE_UNELIDABLE] = "lock type",
+	};
+
+	return reason < ARRAY_SIZE(names) && names[reason] ? names[reason] : "?";
+}
+
+const char *seg_mode_to_string(uint32_t mode)
+{
+	static const char *const names[] = {
+		[ELIDE_SEG_MODE_NONE] = "none",
+		[ELIDE_SEG_MODE_ADAPTIVE] = "adaptive",
+		[ELIDE_SEG_MODE_ON] = "on",
+		[ELIDE_SEG_MODE_OFF] = "off",
+	};
+
+	return mode < ARRAY_SIZE(names) ? names[mode] : "?";
+}

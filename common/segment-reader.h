@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Opening, validating and reading segments (segment-format.h), for elided
+ * (as root, on files that unprivileged users write) and elidectl.
+ *
+ * Every byte of a segment is hostile input: the reader copies the file with
+ * pread into private memory first and validates the copy, so a process that
+ * rewrites its segment while we read cannot change what was checked.  It
+ * never follows a symlink, never trusts a pointer or path found inside, and
+ * refuses files whose owner is not the process's owner.
+ *
+ * Every function returns 0 or a negative errno; on failure `err` (when not
+ * NULL) holds one line naming what is wrong and where, e.g.
+ *   "123-4567.seg: lock entry 17: name is not NUL-terminated"
+ */
+#ifndef ELIDE_SEGMENT_READER_H
+#define ELIDE_SEGMENT_READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "segment-format.h"
+
+#define SEG_ERR_MAX 256
+/* The largest segment a reader accepts (the format's maximum). */
+#define SEG_MAX_SIZE ((uint64_t)ELIDE_SEG_HEADER_SIZE + ELIDE_SEG_CONTROL_SIZE + \
+		      (uint64_t)ELIDE_SEG_MAX_LOCKS * sizeof(struct elide_seg_lock))
+
+struct seg_lock_snapshot {
+	uint32_t index;               /* entry index in the segment */
+	struct elide_seg_lock lock;   /* validated copy; name NUL-terminated */
+};
+
+struct seg_snapshot {
+	char file[64];                /* file name inside the runtime directory */
+	pid_t pid;                    /* from the file name, equal to header.pid */
+	uint64_t start_time;          /* from the file name, equal to header.start_time */
+	uid_t file_uid;               /* owner of the file */
+	struct elide_seg_header header;   /* validated copy; strings NUL-terminated */
+	struct elide_seg_control control; /* copy (values are elided's, unchecked) */
+	uint32_t nlocks;              /* entries in locks[] (in use, valid) */
+	struct seg_lock_snapshot *locks;
+	uint32_t nbad_locks;          /* in-use entries rejected (garbage), not in locks[] */
+};
+
+enum seg_read_flags {
+	/* Check pid + start time against /proc and the file owner against the
+	 * process's owner; without it only the file's own consistency is checked
+	 * (tests, post-mortem inspection). */
+	SEG_READ_CHECK_PROCESS = 1 << 0,
+};
+
+/* "<pid>-<starttime>.seg" → pid, start time.  -EINVAL for any other name. */
+int seg_parse_name(const char *name, pid_t *pid, uint64_t *start_time);
+
+/* Field 22 of /proc/<pid>/stat (under `proc_root`, NULL = "/proc"). */
+int seg_proc_start_time(const char *proc_root, pid_t pid, uint64_t *start_time);
+
+/* The owner (effective uid) of a running process, from /proc/<pid>/status. */
+int seg_proc_uid(const char *proc_root, pid_t pid, uid_t *uid);
+
+/*
+ * Read and validate segment `name` in directory `dirfd`:
+ *   -ENOENT    no such file
+ *   -ELOOP     a symlink (never followed)
+ *   -EINVAL    not a segment file name
+ *   -EBADMSG   not a regular file, bad magic/version/sizes/offsets, truncated,
+ *              header identity disagreeing with the file name
+ *   -EFBIG     larger than SEG_MAX_SIZE
+ *   -ESRCH     (CHECK_PROCESS) no live process with that pid and start time:
+ *              a leftover of a dead process
+ *   -EPERM     (CHECK_PROCESS) file owner is not the process's owner
+ * In-use lock entries with invalid fields (kind, state, reason, policy out of
+ * range, name without NUL) are skipped and counted in nbad_locks.
+ */
+int seg_read(int dirfd, const char *name, unsigned flags, struct seg_snapshot **ret, char *err, size_t errlen);
+
+void seg_snapshot_free(struct seg_snapshot *snap);
+
+/*
+ * For elided: write a control block under its seqlock (generation made odd,
+ * fields written, generation made even and larger), and per-lock decisions.
+ * The file is opened O_RDWR|O_NOFOLLOW and checked to be the same regular
+ * file of the right size first.  `index` must be < header.lock_capacity.
+ */
+int seg_write_control(int dirfd, const char *name, const struct elide_seg_control *control,
+		      char *err, size_t errlen);
+int seg_write_lock_policy(int dirfd, const char *name, uint32_t index, uint32_t ctl_policy,
+			  char *err, size_t errlen);
+
+/* Names for the enums, "?" for out-of-range values. */
+const char *seg_kind_to_string(uint32_t kind);
+const char *seg_state_to_string(uint32_t state);
+const char *seg_reason_to_string(uint32_t reason);
+const char *seg_mode_to_string(uint32_t mode);
+
+#endif

@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* elidectl list: one line per process running with libelide. */
+#include <errno.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "elidectl.h"
+#include "json.h"
+#include "log.h"
+#include "table.h"
+
+struct proc_totals {
+	uint32_t locks;         /* tracked lock entries, overflow excluded */
+	uint64_t acquired, attempts, commits, aborts, cycles_lost;
+	double age;             /* seconds since the segment was created */
+	double commits_per_sec; /* < 0: unknown (clock went backwards) */
+};
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+static void totals_of(const struct seg_snapshot *snap, uint64_t now_ns, struct proc_totals *t)
+{
+	memset(t, 0, sizeof(*t));
+	for (uint32_t i = 0; i < snap->nlocks; i++) {
+		const struct elide_seg_lock *l = &snap->locks[i].lock;
+
+		if (l->kind != ELIDE_SEG_KIND_OVERFLOW)
+			t->locks++;
+		/* The overflow entry's counts are real acquisitions too. */
+		t->acquired = add_sat(t->acquired, l->stats[ELIDE_SEG_STAT_ACQUIRED]);
+		t->attempts = add_sat(t->attempts, l->stats[ELIDE_SEG_STAT_ATTEMPTS]);
+		t->commits = add_sat(t->commits, l->stats[ELIDE_SEG_STAT_COMMITS]);
+		t->aborts = add_sat(t->aborts, lock_aborts(l));
+		t->cycles_lost = add_sat(t->cycles_lost, l->stats[ELIDE_SEG_STAT_CYCLES_LOST]);
+	}
+	t->age = segment_age(snap, now_ns);
+	t->commits_per_sec = t->age > 0 ? (double)t->commits / t->age : -1.0;
+}
+
+static void user_name(uid_t uid, char *buf, size_t size)
+{
+	struct passwd pw, *result = NULL;
+	char pwbuf[1024];
+
+	if (getpwuid_r(uid, &pw, pwbuf, sizeof(pwbuf), &result) == 0 && result)
+		snprintf(buf, size, "%s", result->pw_name);
+	else
+		snprintf(buf, size, "%u", (unsigned)uid);
+}
+
+/* "no usable RTM: CPU lacks RTM" → "no usable RTM": the head of the reason. */
+static void short_reason(const char *reason, char *buf, size_t size)
+{
+	size_t n = strcspn(reason, ":;(");
+
+	while (n > 0 && reason[n - 1] == ' ')
+		n--;
+	if (n == 0)
+		n = strlen(reason);
+	if (n > 32) {
+		snprintf(buf, size, "%.29s...", reason);
+		return;
+	}
+	snprintf(buf, size, "%.*s", (int)n, reason);
+}
+
+static int list_json(struct seg_snapshot **procs, size_t n, const struct ctl_options *o, uint64_t now_ns)
+{
+	struct json j;
+
+	json_init(&j, stdout, o->json_pretty);
+	json_begin_array(&j);
+	for (size_t i = 0; i < n; i++) {
+		const struct seg_snapshot *p = procs[i];
+		struct proc_totals t;
+		char user[64];
+
+		totals_of(p, now_ns, &t);
+		user_name(p->file_uid, user, sizeof(user));
+		json_begin_object(&j);
+		json_key(&j, "pid");
+		json_int(&j, p->pid);
+		json_key(&j, "uid");
+		json_uint(&j, p->file_uid);
+		json_key(&j, "user");
+		json_string(&j, user);
+		json_key(&j, "exe");
+		json_string(&j, p->header.exe);
+		json_key(&j, "comm");
+		json_string(&j, p->header.comm);
+		json_key(&j, "elision");
+		json_string(&j, p->header.elision == ELIDE_SEG_ELISION_ON ? "on" : "off");
+		json_key(&j, "reason");
+		json_string(&j, p->header.status_reason);
+		json_key(&j, "mode");
+		json_string(&j, seg_mode_to_string(p->header.mode));
+		json_key(&j, "sample");
+		json_uint(&j, p->header.sample);
+		json_key(&j, "locks");
+		json_uint(&j, t.locks);
+		json_key(&j, "created_ns");
+		json_uint(&j, p->header.created_ns);
+		json_key(&j, "seconds");
+		json_double(&j, t.age);
+		json_key(&j, "acquired");
+		json_uint(&j, t.acquired);
+		json_key(&j, "attempts");
+		json_uint(&j, t.attempts);
+		json_key(&j, "commits");
+		json_uint(&j, t.commits);
+		json_key(&j, "aborts");
+		json_uint(&j, t.aborts);
+		json_key(&j, "cycles_lost");
+		json_uint(&j, t.cycles_lost);
+		json_key(&j, "commits_per_sec");
+		if (t.commits_per_sec < 0)
+			json_null(&j);
+		else
+			json_double(&j, t.commits_per_sec);
+		json_end_object(&j);
+	}
+	json_end_array(&j);
+	return json_finish(&j);
+}
+
+static int list_table(struct seg_snapshot **procs, size_t n, const struct ctl_options *o, uint64_t now_ns)
+{
+	struct table *t = NULL;
+	int r;
+
+	r = table_new(&t);
+	if (r < 0)
+		return r;
+	if ((r = table_add_column(t, "PID", TABLE_RIGHT)) < 0 ||
+	    (r = table_add_column(t, "USER", TABLE_LEFT)) < 0 ||
+	    (r = table_add_column(t, "EXE", TABLE_LEFT)) < 0 ||
+	    (r = table_add_column(t, "STATE", TABLE_LEFT)) < 0 ||
+	    (r = table_add_column(t, "LOCKS", TABLE_RIGHT)) < 0 ||
+	    (r = table_add_column(t, "COMMITS/s", TABLE_RIGHT)) < 0 ||
+	    (r = table_add_column(t, "ABORT%", TABLE_RIGHT)) < 0 ||
+	    (r = table_add_column(t, "CYCLES-LOST", TABLE_RIGHT)) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		const struct seg_snapshot *p = procs[i];
+		struct proc_totals tot;
+		char user[64], state[64], reason[40];
+
+		totals_of(p, now_ns, &tot);
+		user_name(p->file_uid, user, sizeof(user));
+		if (p->header.elision == ELIDE_SEG_ELISION_ON) {
+			snprintf(state, sizeof(state), "eliding");
+		} else {
+			short_reason(p->header.status_reason, reason, sizeof(reason));
+			if (reason[0])
+				snprintf(state, sizeof(state), "off (%s)", reason);
+			else
+				snprintf(state, sizeof(state), "off");
+		}
+		if ((r = table_add_cellf(t, "%d", (int)p->pid)) < 0 ||
+		    (r = table_add_cell(t, user)) < 0 ||
+		    (r = table_add_cell(t, p->header.exe[0] ? p->header.exe : p->header.comm)) < 0 ||
+		    (r = table_add_cell(t, state)) < 0 ||
+		    (r = table_add_cellf(t, "%u", tot.locks)) < 0)
+			goto out;
+		if (tot.commits_per_sec < 0)
+			r = table_add_cell(t, "-");
+		else if (tot.commits_per_sec < 10)
+			r = table_add_cellf(t, "%.1f", tot.commits_per_sec);
+		else
+			r = table_add_number(t, (uint64_t)(tot.commits_per_sec + 0.5));
+		if (r < 0 ||
+		    (r = table_add_percent(t, tot.aborts, tot.attempts)) < 0 ||
+		    (r = table_add_number(t, tot.cycles_lost)) < 0)
+			goto out;
+	}
+	r = table_print(t, stdout, o->legend);
+	if (r == 0 && o->legend)
+		printf("\n%zu process%s listed.\n", n, n == 1 ? "" : "es");
+out:
+	table_free(t);
+	return r;
+}
+
+int verb_list(struct source *s, const struct ctl_options *o, int argc, char **argv)
+{
+	struct seg_snapshot **procs = NULL;
+	size_t n = 0;
+	int r;
+
+	if (argc > 1) {
+		log_error("list takes no arguments");
+		return EXIT_USAGE;
+	}
+	if (o->sort_set || o->max_set) {
+		log_error("--sort and --max apply to show only");
+		return EXIT_USAGE;
+	}
+	r = source_list(s, &procs, &n);
+	if (r < 0) {
+		log_error_errno(r, "cannot read %s", s->location);
+		return EXIT_FAIL;
+	}
+	if (s->counts.stale)
+		log_info("%u stale segment%s of exited processes not listed", s->counts.stale,
+			 s->counts.stale == 1 ? "" : "s");
+	if (s->counts.unreadable)
+		log_info("%u segment%s of other users' processes not readable", s->counts.unreadable,
+			 s->counts.unreadable == 1 ? "" : "s");
+	if (o->json)
+		r = list_json(procs, n, o, now_realtime_ns());
+	else
+		r = list_table(procs, n, o, now_realtime_ns());
+	source_list_free(procs, n);
+	if (r < 0) {
+		log_error_errno(r, "cannot write the list");
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}

@@ -1,0 +1,381 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* elidectl show PID: one process's header and per-lock statistics. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elidectl.h"
+#include "json.h"
+#include "log.h"
+#include "table.h"
+
+struct lock_row {
+	const struct seg_lock_snapshot *ls;
+	struct source_symbol sym;      /* of the lock's address */
+	struct source_symbol site;     /* of the call site */
+	char name[ELIDE_SEG_NAME_MAX + 160];
+	uint64_t aborts;
+};
+
+static enum sort_key sort_key;
+
+static uint64_t row_key(const struct lock_row *r)
+{
+	const uint64_t *st = r->ls->lock.stats;
+
+	switch (sort_key) {
+	case SORT_COMMITS:
+		return st[ELIDE_SEG_STAT_COMMITS];
+	case SORT_ABORTS:
+		return r->aborts;
+	case SORT_CONFLICT:
+		return st[ELIDE_SEG_STAT_ABORT_CONFLICT];
+	case SORT_CAPACITY:
+		return st[ELIDE_SEG_STAT_ABORT_CAPACITY];
+	case SORT_CYCLES:
+		return st[ELIDE_SEG_STAT_CYCLES_LOST];
+	case SORT_ACQUIRED:
+	case SORT_NAME:
+		break;
+	}
+	return st[ELIDE_SEG_STAT_ACQUIRED];
+}
+
+/* Numbers descending, names ascending; the entry index breaks ties so the
+ * order is stable across runs. */
+static int cmp_rows(const void *a, const void *b)
+{
+	const struct lock_row *x = a, *y = b;
+	int c;
+
+	if (sort_key == SORT_NAME) {
+		c = strcmp(x->name, y->name);
+		if (c)
+			return c;
+	} else {
+		uint64_t kx = row_key(x), ky = row_key(y);
+
+		if (kx != ky)
+			return kx < ky ? 1 : -1;
+	}
+	return (x->ls->index > y->ls->index) - (x->ls->index < y->ls->index);
+}
+
+static bool overflow_in_use(const struct elide_seg_lock *l)
+{
+	for (unsigned s = 0; s < ELIDE_SEG_NSTATS; s++)
+		if (l->stats[s])
+			return true;
+	return false;
+}
+
+static int build_rows(struct source *s, const struct seg_snapshot *snap, struct lock_row **ret, size_t *ret_n)
+{
+	struct lock_row *rows;
+	size_t n = 0;
+
+	rows = calloc(snap->nlocks ? snap->nlocks : 1, sizeof(*rows));
+	if (!rows)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < snap->nlocks; i++) {
+		const struct seg_lock_snapshot *ls = &snap->locks[i];
+		const struct elide_seg_lock *l = &ls->lock;
+		struct lock_row *row = &rows[n];
+
+		/* The overflow entry always exists; it matters once it counted. */
+		if (l->kind == ELIDE_SEG_KIND_OVERFLOW && !overflow_in_use(l))
+			continue;
+		row->ls = ls;
+		row->aborts = lock_aborts(l);
+		if (l->kind == ELIDE_SEG_KIND_OVERFLOW) {
+			snprintf(row->sym.text, sizeof(row->sym.text), "-");
+			snprintf(row->site.text, sizeof(row->site.text), "-");
+		} else {
+			source_symbolize(s, snap->pid, l->addr, true, &row->sym);
+			if (l->callsite)
+				source_symbolize(s, snap->pid, l->callsite, false, &row->site);
+			else
+				snprintf(row->site.text, sizeof(row->site.text), "-");
+		}
+		/* elide.h's name, else the symbol, else the address. */
+		if (l->name[0])
+			snprintf(row->name, sizeof(row->name), "%s", l->name);
+		else if (row->sym.symbol[0])
+			snprintf(row->name, sizeof(row->name), "%s", row->sym.symbol);
+		else
+			snprintf(row->name, sizeof(row->name), "0x%llx", (unsigned long long)l->addr);
+		n++;
+	}
+	*ret = rows;
+	*ret_n = n;
+	return 0;
+}
+
+static int show_json(const struct seg_snapshot *snap, const struct lock_row *rows, size_t n,
+		     const struct ctl_options *o)
+{
+	struct json j;
+	char addr[32];
+
+	json_init(&j, stdout, o->json_pretty);
+	json_begin_object(&j);
+	json_key(&j, "pid");
+	json_int(&j, snap->pid);
+	json_key(&j, "uid");
+	json_uint(&j, snap->file_uid);
+	json_key(&j, "exe");
+	json_string(&j, snap->header.exe);
+	json_key(&j, "comm");
+	json_string(&j, snap->header.comm);
+	json_key(&j, "version");
+	json_string(&j, snap->header.lib_version);
+	json_key(&j, "elision");
+	json_string(&j, snap->header.elision == ELIDE_SEG_ELISION_ON ? "on" : "off");
+	json_key(&j, "reason");
+	json_string(&j, snap->header.status_reason);
+	json_key(&j, "mode");
+	json_string(&j, seg_mode_to_string(snap->header.mode));
+	json_key(&j, "rtm_usable");
+	json_bool(&j, snap->header.rtm_usable != 0);
+	json_key(&j, "sample");
+	json_uint(&j, snap->header.sample);
+	json_key(&j, "created_ns");
+	json_uint(&j, snap->header.created_ns);
+	json_key(&j, "bad_locks");
+	json_uint(&j, snap->nbad_locks);
+	json_key(&j, "locks");
+	json_begin_array(&j);
+	for (size_t i = 0; i < n; i++) {
+		const struct elide_seg_lock *l = &rows[i].ls->lock;
+		const uint64_t *st = l->stats;
+		bool overflow = l->kind == ELIDE_SEG_KIND_OVERFLOW;
+
+		json_begin_object(&j);
+		json_key(&j, "index");
+		json_uint(&j, rows[i].ls->index);
+		json_key(&j, "name");
+		json_string(&j, rows[i].name);
+		json_key(&j, "symbol");
+		json_string(&j, rows[i].sym.symbol[0] ? rows[i].sym.symbol : NULL);
+		json_key(&j, "address");
+		snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)l->addr);
+		json_string(&j, overflow ? NULL : addr);
+		json_key(&j, "kind");
+		json_string(&j, kind_name(l->kind));
+		json_key(&j, "callsite");
+		json_string(&j, overflow || !l->callsite ? NULL : rows[i].site.text);
+		json_key(&j, "acquired");
+		json_uint(&j, st[ELIDE_SEG_STAT_ACQUIRED]);
+		json_key(&j, "attempts");
+		json_uint(&j, st[ELIDE_SEG_STAT_ATTEMPTS]);
+		json_key(&j, "commits");
+		json_uint(&j, st[ELIDE_SEG_STAT_COMMITS]);
+		json_key(&j, "aborts");
+		json_begin_object(&j);
+		for (unsigned c = 0; c < N_ABORT_CAUSES; c++) {
+			json_key(&j, abort_cause_name(c));
+			json_uint(&j, st[ELIDE_SEG_STAT_ABORT_CONFLICT + c]);
+		}
+		json_end_object(&j);
+		json_key(&j, "fallbacks");
+		json_uint(&j, st[ELIDE_SEG_STAT_FALLBACKS]);
+		json_key(&j, "contended");
+		json_uint(&j, st[ELIDE_SEG_STAT_CONTENDED]);
+		json_key(&j, "skipped");
+		json_uint(&j, st[ELIDE_SEG_STAT_SKIPPED]);
+		json_key(&j, "cycles_lost");
+		json_uint(&j, st[ELIDE_SEG_STAT_CYCLES_LOST]);
+		json_key(&j, "state");
+		json_string(&j, state_name(l->state));
+		json_key(&j, "reason");
+		json_string(&j, reason_name(l->reason));
+		json_end_object(&j);
+	}
+	json_end_array(&j);
+	json_end_object(&j);
+	return json_finish(&j);
+}
+
+static void header_line(const char *key, const char *value)
+{
+	char clean[512];
+
+	/* Every string here is the process's to write. */
+	sanitize_text(value, clean, sizeof(clean));
+	printf("%10s: %s\n", key, clean);
+}
+
+static void show_header(const struct seg_snapshot *snap, size_t total, size_t shown)
+{
+	const struct elide_seg_header *h = &snap->header;
+	double age = segment_age(snap, now_realtime_ns());
+	char buf[512];
+
+	snprintf(buf, sizeof(buf), "%d", (int)snap->pid);
+	header_line("PID", buf);
+	header_line("Executable", h->exe[0] ? h->exe : "-");
+	header_line("Command", h->comm[0] ? h->comm : "-");
+	header_line("libelide", h->lib_version[0] ? h->lib_version : "-");
+	if (h->status_reason[0])
+		snprintf(buf, sizeof(buf), "%s (%s)", h->elision == ELIDE_SEG_ELISION_ON ? "on" : "off",
+			 h->status_reason);
+	else
+		snprintf(buf, sizeof(buf), "%s", h->elision == ELIDE_SEG_ELISION_ON ? "on" : "off");
+	header_line("Elision", buf);
+	header_line("Mode", seg_mode_to_string(h->mode));
+	if (h->sample > 1)
+		snprintf(buf, sizeof(buf), "commit counts are estimates, sampled 1 in %u", h->sample);
+	else
+		snprintf(buf, sizeof(buf), "every commit counted");
+	header_line("Sampling", buf);
+	snprintf(buf, sizeof(buf), "%.1fs (counts since start)", age);
+	header_line("Running", buf);
+	snprintf(buf, sizeof(buf), "%zu tracked", total);
+	if (shown < total)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ", %zu shown", shown);
+	if (snap->nbad_locks)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ", %u malformed entries skipped",
+			 snap->nbad_locks);
+	header_line("Locks", buf);
+}
+
+static int show_table(const struct lock_row *rows, size_t n, const struct ctl_options *o)
+{
+	struct table *t = NULL;
+	char state[64];
+	int r;
+
+	r = table_new(&t);
+	if (r < 0)
+		return r;
+	if ((r = table_add_column(t, "LOCK", TABLE_LEFT)) < 0 ||
+	    (r = table_add_column(t, "KIND", TABLE_LEFT)) < 0 ||
+	    (r = table_add_column(t, "CALL-SITE", TABLE_LEFT)) < 0 ||
+	    (r = table_add_column(t, "ACQUIRED", TABLE_RIGHT)) < 0 ||
+	    (r = table_add_column(t, "ELIDED%", TABLE_RIGHT)) < 0 ||
+	    (r = table_add_column(t, "COMMIT%", TABLE_RIGHT)) < 0)
+		goto out;
+	for (unsigned c = 0; c < N_ABORT_CAUSES; c++) {
+		const char *cause = abort_cause_name(c);
+		char head[16];
+		size_t k;
+
+		for (k = 0; cause[k] && k < sizeof(head) - 1; k++)
+			head[k] = (char)toupper((unsigned char)cause[k]);
+		head[k] = '\0';
+		r = table_add_column(t, head, TABLE_RIGHT);
+		if (r < 0)
+			goto out;
+	}
+	if ((r = table_add_column(t, "FALLBACK", TABLE_RIGHT)) < 0 ||
+	    (r = table_add_column(t, "CONTENDED", TABLE_RIGHT)) < 0 ||
+	    (r = table_add_column(t, "CYCLES-LOST", TABLE_RIGHT)) < 0 ||
+	    (r = table_add_column(t, "STATE (WHY)", TABLE_LEFT)) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		const struct elide_seg_lock *l = &rows[i].ls->lock;
+		const uint64_t *st = l->stats;
+		uint64_t acquired = st[ELIDE_SEG_STAT_ACQUIRED];
+		uint64_t attempts = st[ELIDE_SEG_STAT_ATTEMPTS];
+		uint64_t commits = st[ELIDE_SEG_STAT_COMMITS];
+
+		/* Sampled estimates can cross: keep the ratios within 100%,
+		 * as libelide's report does. */
+		if (commits > attempts)
+			commits = attempts;
+		if (commits > acquired)
+			acquired = commits;
+		if ((r = table_add_cell(t, rows[i].name)) < 0 ||
+		    (r = table_add_cell(t, l->kind == ELIDE_SEG_KIND_OVERFLOW ? "-" : kind_name(l->kind))) < 0 ||
+		    (r = table_add_cell(t, rows[i].site.text)) < 0 ||
+		    (r = table_add_number(t, acquired)) < 0 ||
+		    (r = table_add_percent(t, commits, acquired)) < 0 ||
+		    (r = table_add_percent(t, commits, attempts)) < 0)
+			goto out;
+		for (unsigned c = 0; c < N_ABORT_CAUSES; c++) {
+			r = table_add_number(t, st[ELIDE_SEG_STAT_ABORT_CONFLICT + c]);
+			if (r < 0)
+				goto out;
+		}
+		snprintf(state, sizeof(state), "%s (%s)", state_name(l->state), reason_name(l->reason));
+		if ((r = table_add_number(t, st[ELIDE_SEG_STAT_FALLBACKS])) < 0 ||
+		    (r = table_add_number(t, st[ELIDE_SEG_STAT_CONTENDED])) < 0 ||
+		    (r = table_add_number(t, st[ELIDE_SEG_STAT_CYCLES_LOST])) < 0 ||
+		    (r = table_add_cell(t, state)) < 0)
+			goto out;
+	}
+	r = table_print(t, stdout, o->legend);
+out:
+	table_free(t);
+	return r;
+}
+
+static int parse_pid(const char *s, pid_t *ret)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v <= 0 || v > INT32_MAX || s[0] == '+' || s[0] == ' ')
+		return -EINVAL;
+	*ret = (pid_t)v;
+	return 0;
+}
+
+int verb_show(struct source *s, const struct ctl_options *o, int argc, char **argv)
+{
+	struct seg_snapshot *snap = NULL;
+	struct lock_row *rows = NULL;
+	size_t n = 0, total;
+	pid_t pid;
+	int r;
+
+	if (argc != 2) {
+		log_error("show takes exactly one PID");
+		return EXIT_USAGE;
+	}
+	if (parse_pid(argv[1], &pid) < 0) {
+		log_error("invalid PID '%s'", argv[1]);
+		return EXIT_USAGE;
+	}
+	r = source_get(s, pid, &snap);
+	if (r == -ENOENT) {
+		log_error("no libelide segment for pid %d in %s", (int)pid, s->location);
+		return EXIT_FAIL;
+	}
+	if (r < 0) {
+		char clean[SEG_ERR_MAX];
+
+		sanitize_text(s->error[0] ? s->error : strerror(-r), clean, sizeof(clean));
+		log_error("cannot read the segment of pid %d: %s", (int)pid, clean);
+		return EXIT_FAIL;
+	}
+	r = build_rows(s, snap, &rows, &n);
+	if (r < 0)
+		goto out;
+	sort_key = o->sort;
+	qsort(rows, n, sizeof(*rows), cmp_rows);
+	total = n;
+	if (o->max_set && n > o->max)
+		n = o->max;
+	if (o->json) {
+		r = show_json(snap, rows, n, o);
+	} else {
+		if (o->legend) {
+			show_header(snap, total, n);
+			putchar('\n');
+		}
+		r = show_table(rows, n, o);
+	}
+out:
+	free(rows);
+	seg_snapshot_free(snap);
+	if (r < 0) {
+		log_error_errno(r, "cannot show pid %d", (int)pid);
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Process discovery for elided.
+ *
+ * Two sources, started together:
+ *   - inotify on the runtime directory: a new segment file means a new
+ *     process with libelide (this is how a process is adopted), a removed
+ *     one means it exited normally;
+ *   - process exec/exit events: a libbpf CO-RE program on the
+ *     sched_process_exec and sched_process_exit tracepoints feeding a ring
+ *     buffer (needs CAP_BPF/CAP_PERFMON or root, and a kernel with BTF), or,
+ *     where BPF is unavailable, refused or compiled out (--disable-bpf),
+ *     a pidfd per adopted process that becomes readable when it exits.
+ * Either way dead processes are reported at once.
+ */
+#ifndef ELIDED_DISCOVERY_H
+#define ELIDED_DISCOVERY_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+
+struct discovery;
+
+struct discovery_ops {
+	/* A segment file appeared (or existed at start): name inside the runtime dir. */
+	void (*segment_added)(void *userdata, const char *name);
+	/* A segment file was removed. */
+	void (*segment_removed)(void *userdata, const char *name);
+	/* A process exec'd (BPF only; pid and the new comm). */
+	void (*process_exec)(void *userdata, pid_t pid, const char *comm);
+	/* A watched (or, with BPF, any) process exited. */
+	void (*process_exit)(void *userdata, pid_t pid);
+};
+
+enum discovery_method {
+	DISCOVERY_BPF,      /* tracepoints + ring buffer */
+	DISCOVERY_FALLBACK, /* inotify + pidfd */
+};
+
+/*
+ * Start watching `runtime_dir` on `event`.  With allow_bpf, try the BPF
+ * program first and fall back (logging why) when it cannot load.  Calls
+ * ops->segment_added for every segment already present before returning.
+ */
+int discovery_new(sd_event *event, const char *runtime_dir, bool allow_bpf, const struct discovery_ops *ops,
+		  void *userdata, struct discovery **ret);
+void discovery_free(struct discovery *d);
+
+enum discovery_method discovery_get_method(const struct discovery *d);
+/* "bpf" or "fallback (inotify+pidfd): <why BPF is not used>" */
+const char *discovery_describe(const struct discovery *d);
+
+/* Report the exit of `pid` (pidfd in fallback mode; a no-op with BPF, which sees every exit). */
+int discovery_watch_pid(struct discovery *d, pid_t pid);
+void discovery_unwatch_pid(struct discovery *d, pid_t pid);
+
+#endif

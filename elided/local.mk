@@ -1,0 +1,26 @@
+# elided: the policy daemon.
+sbin_PROGRAMS = elided/elided
+elided_elided_SOURCES = \
+	elided/main.c elided/elided.h \
+	elided/process.c \
+	elided/config.c elided/policy-config.h \
+	elided/discovery.c elided/discovery.h \
+	elided/dbus.c
+elided_elided_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS) $(LIBCONFIG_CFLAGS) $(LIBBPF_CFLAGS)
+elided_elided_LDADD = common/libelide-tools.la $(SYSTEMD_LIBS) $(LIBCONFIG_LIBS) $(LIBBPF_LIBS)
+
+if HAVE_BPF
+# CO-RE: vmlinux.h from the kernel's BTF, the object from clang -target bpf,
+# the skeleton header from bpftool.
+BUILT_SOURCES += elided/bpf/procwatch.skel.h
+CLEANFILES += elided/bpf/vmlinux.h elided/bpf/procwatch.bpf.o elided/bpf/procwatch.skel.h
+elided/bpf/vmlinux.h:
+	$(AM_V_GEN)$(MKDIR_P) elided/bpf && $(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
+elided/bpf/procwatch.bpf.o: $(srcdir)/elided/bpf/procwatch.bpf.c $(srcdir)/elided/bpf/procwatch.h elided/bpf/vmlinux.h
+	$(AM_V_CC)$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_x86 -I elided/bpf -I $(srcdir)/elided/bpf \
+		$(LIBBPF_CFLAGS) -c $< -o $@
+elided/bpf/procwatch.skel.h: elided/bpf/procwatch.bpf.o
+	$(AM_V_GEN)$(BPFTOOL) gen skeleton $< > $@.tmp && mv $@.tmp $@
+elided_elided_CPPFLAGS = $(AM_CPPFLAGS) -I$(builddir)/elided/bpf -I$(srcdir)/elided/bpf
+endif
+EXTRA_DIST += elided/bpf/procwatch.bpf.c elided/bpf/procwatch.h

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * elided's policy: /etc/elide.conf then /etc/elide.conf.d/*.conf (lexical
+ * order), libconfig syntax, or the built-in default when no file exists.
+ *
+ *   daemon:  { interval = 1.0; max_segments_per_uid = 64; };
+ *   default: { mode = "adaptive"; max_abort_ratio = 0.5; min_aborts = 1000; };
+ *   program = (
+ *     { exe = "/usr/bin/memcached"; lock = ( { name = "stats_lock"; mode = "off"; } ); },
+ *     { unit = "mariadb.service"; mode = "off"; },
+ *     { comm = "worker*"; user = "batch"; mode = "on"; }
+ *   );
+ *
+ * A later file's daemon/default settings override earlier ones; program
+ * rules accumulate in file order and the first matching rule wins.
+ */
+#ifndef ELIDED_CONFIG_H
+#define ELIDED_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CONFIG_ERR_MAX 512
+#define CONFIG_MAX_FILES 64
+
+enum policy_mode {
+	POLICY_MODE_UNSET = 0,  /* not given: inherit */
+	POLICY_MODE_ADAPTIVE,
+	POLICY_MODE_ON,
+	POLICY_MODE_OFF,
+};
+
+/* Knobs pushed to libelide; 0 (or < 0 for the ratio) = not set, inherit. */
+struct policy_knobs {
+	uint32_t retries_plus1;      /* "retries", 0..64, stored + 1 */
+	uint32_t contention;         /* 1..65535 */
+	uint32_t skip;               /* 1..1000000 */
+	uint32_t skip_max;           /* 1..100000000 */
+	double max_abort_ratio;      /* 0..1: daemon-side cut-off and pushed abort_ratio */
+	uint64_t min_aborts;         /* >= 1: window of aborts for the daemon-side cut-off */
+};
+
+struct lock_rule {
+	char *name;                  /* glob on the lock's name (elide.h name or symbol) */
+	char *function;              /* glob on the call site's function */
+	enum policy_mode mode;
+	char where[160];             /* "file:line" for messages */
+};
+
+struct program_rule {
+	/* Match criteria; NULL / -1 = any.  All given ones must match. */
+	char *exe;                   /* glob on the executable path */
+	char *comm;                  /* glob on comm */
+	char *user;                  /* user name (resolved to uid at load) */
+	uid_t uid;                   /* (uid_t)-1 = any */
+	char *unit;                  /* glob on the systemd unit */
+	char *slice;                 /* glob on the systemd slice */
+	enum policy_mode mode;
+	struct policy_knobs knobs;
+	struct lock_rule *locks;
+	size_t nlocks;
+	char where[160];             /* "file:line" */
+};
+
+struct elide_config {
+	double interval;             /* seconds between aggregations, 0.05..3600, default 1.0 */
+	uint32_t max_segments_per_uid; /* cap per user, default 64 */
+	enum policy_mode default_mode;   /* default adaptive */
+	struct policy_knobs default_knobs;
+	struct program_rule *programs;
+	size_t nprograms;
+	char *files[CONFIG_MAX_FILES];   /* files read, in order ("(built-in default)" when none) */
+	size_t nfiles;
+};
+
+/* Who a process is, for matching. */
+struct process_identity {
+	const char *exe;
+	const char *comm;
+	uid_t uid;
+	const char *unit;            /* NULL when not in a unit */
+	const char *slice;
+};
+
+/* What applies to one process. */
+struct policy_decision {
+	enum policy_mode mode;       /* never UNSET */
+	struct policy_knobs knobs;   /* defaults merged with the rule's */
+	const struct program_rule *rule; /* NULL: the default policy */
+};
+
+/*
+ * Load `main_path` (may not exist: then only drop-ins, or the built-in
+ * default when there are none) and every *.conf in `dropin_dir` (may be
+ * NULL or missing) in lexical order.  Errors: unknown keys, wrong types,
+ * out-of-range values, bad globs, unknown users, syntax errors: returns
+ * -EINVAL with `err` = "FILE:LINE: what".  Unreadable file: -errno with
+ * "FILE: strerror".  On error *ret is untouched.
+ */
+int config_load(const char *main_path, const char *dropin_dir, struct elide_config **ret, char *err, size_t errlen);
+
+/* The built-in default policy (adaptive for everything, interval 1 s). */
+int config_default(struct elide_config **ret);
+
+void config_free(struct elide_config *cfg);
+
+/* The first program rule that matches, merged over the defaults. */
+void config_decide(const struct elide_config *cfg, const struct process_identity *id, struct policy_decision *out);
+
+/*
+ * The mode a rule of `decision` gives one lock (name and call-site function
+ * may be NULL or empty), or POLICY_MODE_UNSET when no lock rule matches.
+ */
+enum policy_mode config_lock_mode(const struct policy_decision *decision, const char *lock_name,
+				  const char *callsite_function);
+
+const char *policy_mode_to_string(enum policy_mode mode);
+/* "adaptive" | "on" | "off" → mode; -EINVAL otherwise. */
+int policy_mode_from_string(const char *s, enum policy_mode *ret);
+
+#endif

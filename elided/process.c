@@ -1,0 +1,582 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The process table: adopting segments, reading them every interval,
+ * deciding each process's and each lock's policy, and writing decisions
+ * back.  Everything read from a segment went through the segment reader
+ * (copied and validated) first; identity comes from /proc, never from the
+ * segment.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-login.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dbus.h"
+#include "elfsym.h"
+#include "elided.h"
+#include "log.h"
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+struct tracked_process *elided_find_process(struct elided *d, pid_t pid)
+{
+	for (struct tracked_process *p = d->processes; p; p = p->next)
+		if (p->pid == pid)
+			return p;
+	return NULL;
+}
+
+static size_t processes_of_uid(struct elided *d, uid_t uid)
+{
+	size_t n = 0;
+
+	for (struct tracked_process *p = d->processes; p; p = p->next)
+		n += p->uid == uid;
+	return n;
+}
+
+static void read_proc_string(pid_t pid, const char *what, char *buf, size_t size)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, what);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* Identity from the kernel, not from the segment (which the process writes). */
+static void read_identity(struct tracked_process *p)
+{
+	char path[64];
+	char *unit = NULL, *slice = NULL;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)p->pid);
+	n = readlink(path, p->exe, sizeof(p->exe) - 1);
+	p->exe[n > 0 ? n : 0] = '\0';
+	read_proc_string(p->pid, "comm", p->comm, sizeof(p->comm));
+	p->unit[0] = p->slice[0] = '\0';
+	if (sd_pid_get_unit(p->pid, &unit) >= 0 || sd_pid_get_user_unit(p->pid, &unit) >= 0) {
+		snprintf(p->unit, sizeof(p->unit), "%s", unit);
+		free(unit);
+	}
+	if (sd_pid_get_slice(p->pid, &slice) >= 0) {
+		snprintf(p->slice, sizeof(p->slice), "%s", slice);
+		free(slice);
+	}
+}
+
+static void decide(struct elided *d, struct tracked_process *p)
+{
+	struct process_identity id = {
+		.exe = p->exe,
+		.comm = p->comm,
+		.uid = p->uid,
+		.unit = p->unit[0] ? p->unit : NULL,
+		.slice = p->slice[0] ? p->slice : NULL,
+	};
+
+	config_decide(d->config, &id, &p->decision);
+}
+
+static enum policy_mode effective_process_mode(const struct tracked_process *p)
+{
+	return p->override != POLICY_MODE_UNSET ? p->override : p->decision.mode;
+}
+
+/* ---- naming locks ------------------------------------------------------ */
+
+static void name_lock(struct tracked_process *p, struct lock_view *v, const struct elide_seg_lock *e)
+{
+	struct elfsym_result res;
+	bool retried = false;
+
+	v->function[0] = '\0';
+	snprintf(v->callsite_text, sizeof(v->callsite_text), "0x%" PRIx64, e->callsite);
+	if (e->name[0])
+		snprintf(v->name, sizeof(v->name), "%s", e->name);
+	else
+		snprintf(v->name, sizeof(v->name), "0x%" PRIx64, e->addr);
+	if (e->kind == ELIDE_SEG_KIND_OVERFLOW) {
+		snprintf(v->name, sizeof(v->name), "(overflow)");
+		v->callsite_text[0] = '\0';
+		return;
+	}
+again:
+	if (!p->maps && elfsym_maps_load(&p->maps, p->pid) < 0)
+		return;
+	if (!e->name[0] && elfsym_resolve(p->maps, e->addr, true, &res) == 0 && res.name[0]) {
+		if (res.offset)
+			snprintf(v->name, sizeof(v->name), "%s+0x%" PRIx64, res.name, res.offset);
+		else
+			snprintf(v->name, sizeof(v->name), "%s", res.name);
+	}
+	if (elfsym_resolve(p->maps, e->callsite, false, &res) == 0 && res.name[0]) {
+		snprintf(v->function, sizeof(v->function), "%s", res.name);
+		elfsym_format(&res, e->callsite, v->callsite_text, sizeof(v->callsite_text));
+	} else if (!retried) {
+		/* A library loaded since we read the maps: read them again once. */
+		retried = true;
+		elfsym_maps_free(p->maps);
+		p->maps = NULL;
+		goto again;
+	}
+}
+
+/* ---- reading one process ----------------------------------------------- */
+
+static struct lock_view *find_view(struct tracked_process *p, uint32_t index)
+{
+	for (size_t i = 0; i < p->nlocks; i++)
+		if (p->locks[i].index == index)
+			return &p->locks[i];
+	return NULL;
+}
+
+/*
+ * Merge a fresh snapshot into the process's lock views: rates over the
+ * interval, cumulative totals, names for new locks.  A recycled entry (new
+ * address) starts over.
+ */
+static int merge_locks(struct tracked_process *p, const struct seg_snapshot *snap, double dt)
+{
+	struct lock_view *views;
+
+	views = calloc(snap->nlocks ? snap->nlocks : 1, sizeof(*views));
+	if (!views)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < snap->nlocks; i++) {
+		const struct elide_seg_lock *e = &snap->locks[i].lock;
+		struct lock_view *old = find_view(p, snap->locks[i].index);
+		struct lock_view *v = &views[i];
+
+		if (old && old->addr == e->addr && old->kind == e->kind) {
+			*v = *old;
+		} else {
+			memset(v, 0, sizeof(*v));
+			v->index = snap->locks[i].index;
+			v->addr = e->addr;
+			v->callsite = e->callsite;
+			v->kind = e->kind;
+			name_lock(p, v, e);
+		}
+		if (e->name[0] && strncmp(v->name, e->name, sizeof(v->name)))
+			snprintf(v->name, sizeof(v->name), "%s", e->name); /* named later via elide.h */
+		v->state = e->state;
+		v->reason = e->reason;
+		v->policy = e->policy;
+		for (int s = 0; s < ELIDE_SEG_NSTATS; s++) {
+			uint64_t delta = e->stats[s] >= v->totals[s] ? e->stats[s] - v->totals[s] : 0;
+
+			v->rates[s] = old && dt > 0 ? (double)delta / dt : 0;
+			if (s >= ELIDE_SEG_STAT_ABORT_CONFLICT)
+				v->window_aborts += old ? delta : e->stats[s];
+			if (s == ELIDE_SEG_STAT_ATTEMPTS)
+				v->window_attempts += old ? delta : e->stats[s];
+			v->totals[s] = e->stats[s];
+		}
+	}
+	free(p->locks);
+	p->locks = views;
+	p->nlocks = snap->nlocks;
+	return 0;
+}
+
+static void record_history(struct tracked_process *p, uint64_t t)
+{
+	struct history_point *h = &p->history[p->history_next];
+
+	memset(h, 0, sizeof(*h));
+	h->time_ns = t;
+	for (size_t i = 0; i < p->nlocks; i++) {
+		const struct lock_view *v = &p->locks[i];
+
+		h->acquired_per_sec += v->rates[ELIDE_SEG_STAT_ACQUIRED];
+		h->commits_per_sec += v->rates[ELIDE_SEG_STAT_COMMITS];
+		h->cycles_lost_per_sec += v->rates[ELIDE_SEG_STAT_CYCLES_LOST];
+		for (int s = ELIDE_SEG_STAT_ABORT_CONFLICT; s < ELIDE_SEG_NSTATS; s++)
+			h->aborts_per_sec += v->rates[s];
+	}
+	p->history_next = (p->history_next + 1) % ELIDED_HISTORY;
+	if (p->history_len < ELIDED_HISTORY)
+		p->history_len++;
+}
+
+/*
+ * The daemon's long-window cut-off (libelide's own works over one
+ * process's short memory): over at least min_aborts aborts, a lock whose
+ * aborts exceed max_abort_ratio of its attempts is turned off, then probed
+ * again after 1, 2, 4, ... 64 intervals.
+ */
+static void long_window_adapt(const struct tracked_process *p, struct lock_view *v)
+{
+	const struct policy_knobs *k = &p->decision.knobs;
+	uint64_t min_aborts = k->min_aborts ? k->min_aborts : 1000;
+	double ratio = k->max_abort_ratio > 0 ? k->max_abort_ratio : 0.5;
+
+	if (v->daemon_off) {
+		if (v->backoff_left > 0 && --v->backoff_left > 0)
+			return;
+		v->daemon_off = false; /* probe again */
+		v->window_aborts = v->window_attempts = 0;
+		return;
+	}
+	if (v->window_aborts < min_aborts)
+		return;
+	if ((double)v->window_aborts > ratio * (double)(v->window_attempts ? v->window_attempts : 1)) {
+		v->daemon_off = true;
+		v->backoff_intervals = v->backoff_intervals ? v->backoff_intervals * 2 : 1;
+		if (v->backoff_intervals > 64)
+			v->backoff_intervals = 64;
+		v->backoff_left = v->backoff_intervals;
+	} else if (v->backoff_intervals > 0) {
+		v->backoff_intervals /= 2;
+	}
+	v->window_aborts = v->window_attempts = 0;
+}
+
+static uint32_t seg_mode_of(enum policy_mode m)
+{
+	switch (m) {
+	case POLICY_MODE_ADAPTIVE:
+		return ELIDE_SEG_MODE_ADAPTIVE;
+	case POLICY_MODE_ON:
+		return ELIDE_SEG_MODE_ON;
+	case POLICY_MODE_OFF:
+		return ELIDE_SEG_MODE_OFF;
+	default:
+		return ELIDE_SEG_MODE_NONE;
+	}
+}
+
+static uint32_t ctl_policy_of(enum policy_mode m)
+{
+	switch (m) {
+	case POLICY_MODE_ADAPTIVE:
+		return ELIDE_POLICY_ADAPTIVE + 1;
+	case POLICY_MODE_ON:
+		return ELIDE_POLICY_ALWAYS + 1;
+	case POLICY_MODE_OFF:
+		return ELIDE_POLICY_NEVER + 1;
+	default:
+		return ELIDE_SEG_CTL_NONE;
+	}
+}
+
+/* Write what the policy says into the segment, where it differs. */
+static void push_decisions(struct elided *d, struct tracked_process *p, const struct seg_snapshot *snap)
+{
+	struct elide_seg_control c = { 0 };
+	const struct policy_knobs *k = &p->decision.knobs;
+	enum policy_mode mode = effective_process_mode(p);
+	char err[SEG_ERR_MAX];
+	int r;
+
+	/* A mode the program already runs with needs no push: NONE keeps it. */
+	c.mode = mode == POLICY_MODE_ADAPTIVE && p->override == POLICY_MODE_UNSET && !p->decision.rule ?
+		 ELIDE_SEG_MODE_NONE : seg_mode_of(mode);
+	c.retries = k->retries_plus1;
+	c.contention = k->contention;
+	c.skip = k->skip;
+	c.skip_max = k->skip_max;
+	if (k->max_abort_ratio > 0)
+		c.abort_ratio_ppm = (uint32_t)(k->max_abort_ratio * 1e6);
+	if (!p->control_valid || memcmp(&c.mode, &p->control_written.mode,
+					sizeof(c) - offsetof(struct elide_seg_control, mode))) {
+		r = seg_write_control(d->runtime_dirfd, p->seg_name, &c, err, sizeof(err));
+		if (r < 0) {
+			snprintf(p->last_error, sizeof(p->last_error), "%s", err);
+			log_warning("pid %d: cannot write decisions: %s", (int)p->pid, err);
+		} else {
+			p->control_written = c;
+			p->control_valid = true;
+		}
+	}
+
+	for (uint32_t i = 0; i < snap->nlocks; i++) {
+		const struct seg_lock_snapshot *ls = &snap->locks[i];
+		struct lock_view *v = find_view(p, ls->index);
+		enum policy_mode lm = POLICY_MODE_UNSET;
+		uint32_t want;
+
+		if (!v || ls->lock.kind == ELIDE_SEG_KIND_OVERFLOW)
+			continue;
+		v->rule_mode = config_lock_mode(&p->decision, v->name, v->function);
+		if (mode == POLICY_MODE_ADAPTIVE && v->rule_mode == POLICY_MODE_UNSET &&
+		    v->override == POLICY_MODE_UNSET)
+			long_window_adapt(p, v);
+		if (v->override != POLICY_MODE_UNSET)
+			lm = v->override;
+		else if (v->rule_mode != POLICY_MODE_UNSET)
+			lm = v->rule_mode;
+		else if (v->daemon_off)
+			lm = POLICY_MODE_OFF;
+		want = ctl_policy_of(lm);
+		if (want == ls->lock.ctl_policy)
+			continue;
+		r = seg_write_lock_policy(d->runtime_dirfd, p->seg_name, ls->index, want, err, sizeof(err));
+		if (r < 0) {
+			snprintf(p->last_error, sizeof(p->last_error), "%s", err);
+			log_warning("pid %d: cannot write a lock decision: %s", (int)p->pid, err);
+		}
+	}
+}
+
+/*
+ * Read one process's segment and act on it.  Returns -ESRCH when the
+ * process is gone (the caller reaps it).
+ */
+static int refresh_process(struct elided *d, struct tracked_process *p)
+{
+	struct seg_snapshot *snap = NULL;
+	char err[SEG_ERR_MAX];
+	uint64_t t = now_ns();
+	double dt;
+	int r;
+
+	r = seg_read(d->runtime_dirfd, p->seg_name, SEG_READ_CHECK_PROCESS, &snap, err, sizeof(err));
+	if (r == -ESRCH || r == -ENOENT)
+		return -ESRCH;
+	if (r < 0) {
+		if (strcmp(p->last_error, err))
+			log_warning("%s", err);
+		snprintf(p->last_error, sizeof(p->last_error), "%s", err);
+		return r;
+	}
+	p->last_error[0] = '\0';
+	p->elision = snap->header.elision;
+	p->mode = snap->header.mode;
+	p->sample = snap->header.sample;
+	snprintf(p->status_reason, sizeof(p->status_reason), "%s", snap->header.status_reason);
+	dt = p->last_sample_ns ? (double)(t - p->last_sample_ns) / 1e9 : 0;
+	r = merge_locks(p, snap, dt);
+	if (r == 0) {
+		p->last_sample_ns = t;
+		if (dt > 0)
+			record_history(p, t);
+		push_decisions(d, p, snap);
+	}
+	seg_snapshot_free(snap);
+	return r;
+}
+
+static void process_free(struct tracked_process *p)
+{
+	if (!p)
+		return;
+	elfsym_maps_free(p->maps);
+	free(p->locks);
+	free(p);
+}
+
+/* ---- adoption and reaping -------------------------------------------- */
+
+static void remove_stale(struct elided *d, const char *name)
+{
+	if (unlinkat(d->runtime_dirfd, name, 0) == 0)
+		log_info("removed %s: its process is gone", name);
+}
+
+void elided_adopt_segment(struct elided *d, const char *name)
+{
+	_cleanup_free_ struct tracked_process *fresh = NULL;
+	struct seg_snapshot *snap = NULL;
+	char err[SEG_ERR_MAX];
+	pid_t pid;
+	uint64_t start;
+	int r;
+
+	if (seg_parse_name(name, &pid, &start) < 0)
+		return;
+	if (elided_find_process(d, pid))
+		return;
+	r = seg_read(d->runtime_dirfd, name, SEG_READ_CHECK_PROCESS, &snap, err, sizeof(err));
+	if (r == -ESRCH) {
+		remove_stale(d, name);
+		return;
+	}
+	if (r == -ENOENT)
+		return;
+	if (r < 0) {
+		log_warning("ignoring %s", err);
+		return;
+	}
+	if (processes_of_uid(d, snap->file_uid) >= d->config->max_segments_per_uid) {
+		log_warning("ignoring %s: uid %u already has %u processes tracked (daemon.max_segments_per_uid)", name,
+			    (unsigned)snap->file_uid, d->config->max_segments_per_uid);
+		seg_snapshot_free(snap);
+		return;
+	}
+	fresh = calloc(1, sizeof(*fresh));
+	if (!fresh) {
+		seg_snapshot_free(snap);
+		log_oom();
+		return;
+	}
+	fresh->pid = pid;
+	fresh->start_time = start;
+	fresh->uid = snap->file_uid;
+	snprintf(fresh->seg_name, sizeof(fresh->seg_name), "%s", name);
+	seg_snapshot_free(snap);
+	read_identity(fresh);
+	decide(d, fresh);
+	if (refresh_process(d, fresh) == -ESRCH) {
+		process_free(fresh);
+		fresh = NULL;
+		return;
+	}
+	discovery_watch_pid(d->discovery, pid);
+	fresh->next = d->processes;
+	d->processes = fresh;
+	d->nprocesses++;
+	log_info("tracking pid %d (%s), policy %s%s%s", (int)pid, fresh->exe[0] ? fresh->exe : fresh->comm,
+		 policy_mode_to_string(effective_process_mode(fresh)),
+		 fresh->decision.rule ? " from " : " (default)",
+		 fresh->decision.rule ? fresh->decision.rule->where : "");
+	elided_bus_emit_process_added(d, fresh);
+	fresh = NULL;
+}
+
+void elided_reap(struct elided *d, pid_t pid)
+{
+	struct tracked_process **pp;
+
+	for (pp = &d->processes; *pp; pp = &(*pp)->next) {
+		struct tracked_process *p = *pp;
+		uint64_t start;
+
+		if (p->pid != pid)
+			continue;
+		/* A pid reused by a new process is not the one we track. */
+		if (seg_proc_start_time(NULL, pid, &start) == 0 && start == p->start_time)
+			return;
+		*pp = p->next;
+		d->nprocesses--;
+		discovery_unwatch_pid(d->discovery, pid);
+		/* libelide removes its segment at a normal exit; a crash leaves it. */
+		remove_stale(d, p->seg_name);
+		log_info("pid %d exited", (int)pid);
+		elided_bus_emit_process_removed(d, pid);
+		process_free(p);
+		return;
+	}
+}
+
+void elided_refresh_all(struct elided *d)
+{
+	struct tracked_process *p = d->processes, *next;
+
+	for (; p; p = next) {
+		next = p->next;
+		if (refresh_process(d, p) == -ESRCH)
+			elided_reap(d, p->pid);
+	}
+}
+
+/* ---- overrides ------------------------------------------------------- */
+
+static struct lock_view *find_lock_by_name(struct tracked_process *p, const char *lock)
+{
+	for (size_t i = 0; i < p->nlocks; i++)
+		if (!strcmp(p->locks[i].name, lock))
+			return &p->locks[i];
+	/* "#INDEX" and "0xADDRESS" name a lock exactly too. */
+	for (size_t i = 0; i < p->nlocks; i++) {
+		char buf[32];
+
+		snprintf(buf, sizeof(buf), "#%u", p->locks[i].index);
+		if (!strcmp(buf, lock))
+			return &p->locks[i];
+		snprintf(buf, sizeof(buf), "0x%" PRIx64, p->locks[i].addr);
+		if (!strcmp(buf, lock))
+			return &p->locks[i];
+	}
+	return NULL;
+}
+
+int elided_set_override(struct elided *d, struct tracked_process *p, const char *lock, enum policy_mode mode,
+			char *err, size_t errlen)
+{
+	struct lock_view *v;
+
+	if (mode == POLICY_MODE_UNSET) {
+		snprintf(err, errlen, "invalid mode");
+		return -EINVAL;
+	}
+	if (!lock) {
+		p->override = mode;
+		log_info("pid %d: mode %s set at runtime", (int)p->pid, policy_mode_to_string(mode));
+	} else {
+		v = find_lock_by_name(p, lock);
+		if (!v) {
+			snprintf(err, errlen, "pid %d has no lock named '%s'", (int)p->pid, lock);
+			return -ENOENT;
+		}
+		v->override = mode;
+		log_info("pid %d: lock %s set to %s at runtime", (int)p->pid, v->name, policy_mode_to_string(mode));
+	}
+	/* Push now rather than at the next interval. */
+	refresh_process(d, p);
+	return 0;
+}
+
+int elided_reset_override(struct elided *d, struct tracked_process *p, const char *lock, char *err, size_t errlen)
+{
+	struct lock_view *v;
+
+	if (!lock) {
+		p->override = POLICY_MODE_UNSET;
+		for (size_t i = 0; i < p->nlocks; i++)
+			p->locks[i].override = POLICY_MODE_UNSET;
+	} else {
+		v = find_lock_by_name(p, lock);
+		if (!v) {
+			snprintf(err, errlen, "pid %d has no lock named '%s'", (int)p->pid, lock);
+			return -ENOENT;
+		}
+		v->override = POLICY_MODE_UNSET;
+	}
+	refresh_process(d, p);
+	return 0;
+}
+
+/* After a reload: every process gets the new policy. */
+void elided_redecide_all(struct elided *d)
+{
+	for (struct tracked_process *p = d->processes; p; p = p->next) {
+		decide(d, p);
+		p->control_valid = false;
+		refresh_process(d, p);
+	}
+}
+
+void elided_free_processes(struct elided *d)
+{
+	while (d->processes) {
+		struct tracked_process *p = d->processes;
+
+		d->processes = p->next;
+		process_free(p);
+	}
+	d->nprocesses = 0;
+}
