@@ -10,6 +10,7 @@
 #ifndef ELIDE_LOG_H
 #define ELIDE_LOG_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <syslog.h>
@@ -34,5 +35,6 @@ void log_fullv(int priority, const char *fmt, va_list ap) _printf_(2, 0);
 #define log_error(...) log_full(LOG_ERR, __VA_ARGS__)
 #define log_error_errno(err, ...) log_full_errno(LOG_ERR, err, __VA_ARGS__)
 #define log_warning_errno(err, ...) log_full_errno(LOG_WARNING, err, __VA_ARGS__)
+#define log_oom() log_full_errno(LOG_ERR, ENOMEM, "out of memory")
 
 #endif

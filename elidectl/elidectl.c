@@ -172,14 +172,9 @@ static int parse_argv(int argc, char **argv, struct ctl_options *o)
 		case 'v':
 			o->verbose = true;
 			break;
-		case '?':
-			if (optopt)
-				log_error("unknown option '-%c'; see --help", optopt);
-			else
-				log_error("unknown or ambiguous option '%s'; see --help", argv[optind - 1]);
-			return -EXIT_USAGE;
 		default:
-			/* getopt returns ':' never (no leading ':'), a missing argument as '?'. */
+			/* '?': unknown or ambiguous option, or a missing argument. */
+			log_error("invalid option or missing argument: '%s'; see --help", argv[optind - 1]);
 			return -EXIT_USAGE;
 		}
 	}
@@ -188,6 +183,7 @@ static int parse_argv(int argc, char **argv, struct ctl_options *o)
 
 int main(int argc, char **argv)
 {
+	static char *default_argv[] = { (char *)"list", NULL };
 	struct ctl_options o = {};
 	struct source *s = NULL;
 	const struct verb *verb = NULL;
@@ -202,7 +198,11 @@ int main(int argc, char **argv)
 
 	argc -= optind;
 	argv += optind;
-	name = argc > 0 ? argv[0] : "list";
+	if (argc == 0) {
+		argc = 1;
+		argv = default_argv;
+	}
+	name = argv[0];
 	for (size_t i = 0; i < ARRAY_SIZE(verbs); i++)
 		if (strcmp(verbs[i].name, name) == 0)
 			verb = &verbs[i];
@@ -221,14 +221,7 @@ int main(int argc, char **argv)
 		log_error_errno(r, "cannot set up");
 		return EXIT_FAIL;
 	}
-	{
-		char *list_argv[] = { (char *)"list", NULL };
-
-		if (argc == 0)
-			r = verb->run(s, &o, 1, list_argv);
-		else
-			r = verb->run(s, &o, argc, argv);
-	}
+	r = verb->run(s, &o, argc, argv);
 	source_free(s);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		log_error_errno(errno ? errno : EIO, "cannot write to standard output");

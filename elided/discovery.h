@@ -12,6 +12,23 @@
  *     where BPF is unavailable, refused or compiled out (--disable-bpf),
  *     a pidfd per adopted process that becomes readable when it exits.
  * Either way dead processes are reported at once.
+ *
+ * Segment names: every directory entry whose name seg_parse_name() accepts
+ * is reported, whatever its type (symlinks and directories included): this
+ * module only sees names, never opens or stats them, and seg_read() is the
+ * one place that refuses what is not a regular file (-ELOOP, -EBADMSG).
+ * A name is reported added once and removed once: a known-name set drops
+ * duplicates (a file created during the initial scan) and, after an inotify
+ * queue overflow, a rescan reports exactly the difference.  libelide creates
+ * its file before writing the header, so a read right after segment_added
+ * may see a zeroed header (-EBADMSG): retry shortly.
+ *
+ * Ordering: exit events (ring buffer or pidfd) are dispatched before segment
+ * events, so when a pid is reused the old process's exit is reported before
+ * the new process's segment_added.
+ *
+ * Callbacks may call discovery_watch_pid/discovery_unwatch_pid, but must not
+ * free the discovery object.
  */
 #ifndef ELIDED_DISCOVERY_H
 #define ELIDED_DISCOVERY_H
@@ -25,9 +42,9 @@ struct discovery;
 struct discovery_ops {
 	/* A segment file appeared (or existed at start): name inside the runtime dir. */
 	void (*segment_added)(void *userdata, const char *name);
-	/* A segment file was removed. */
+	/* A segment file was removed (only names reported added before). */
 	void (*segment_removed)(void *userdata, const char *name);
-	/* A process exec'd (BPF only; pid and the new comm). */
+	/* A process exec'd (BPF only; pid and the new comm).  May be NULL. */
 	void (*process_exec)(void *userdata, pid_t pid, const char *comm);
 	/* A watched (or, with BPF, any) process exited. */
 	void (*process_exit)(void *userdata, pid_t pid);
@@ -39,19 +56,29 @@ enum discovery_method {
 };
 
 /*
- * Start watching `runtime_dir` on `event`.  With allow_bpf, try the BPF
- * program first and fall back (logging why) when it cannot load.  Calls
- * ops->segment_added for every segment already present before returning.
+ * Start watching `runtime_dir` (not a symlink) on `event`.  With allow_bpf,
+ * try the BPF program first and fall back (one notice saying why) when it
+ * cannot load.  Calls ops->segment_added for every segment already present,
+ * in strcmp() order, before returning.  -ENOENT/-ENOTDIR/-ELOOP for a
+ * missing or unusable directory.
  */
 int discovery_new(sd_event *event, const char *runtime_dir, bool allow_bpf, const struct discovery_ops *ops,
 		  void *userdata, struct discovery **ret);
 void discovery_free(struct discovery *d);
 
 enum discovery_method discovery_get_method(const struct discovery *d);
-/* "bpf" or "fallback (inotify+pidfd): <why BPF is not used>" */
+/*
+ * "bpf (sched_process_exec/exit tracepoints, ring buffer)" or
+ * "fallback (inotify + pidfd): <why BPF is not used>".
+ */
 const char *discovery_describe(const struct discovery *d);
 
-/* Report the exit of `pid` (pidfd in fallback mode; a no-op with BPF, which sees every exit). */
+/*
+ * Report the exit of `pid` once (pidfd in fallback mode; a no-op with BPF,
+ * which sees every exit).  0 when watched (or already watched), -ESRCH when
+ * the process is already gone (reaped), other -errno on failure.  A process
+ * that exited but is not reaped yet is reported from the event loop.
+ */
 int discovery_watch_pid(struct discovery *d, pid_t pid);
 void discovery_unwatch_pid(struct discovery *d, pid_t pid);
 

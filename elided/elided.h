@@ -17,6 +17,7 @@
 #include "segment-reader.h"
 
 struct discovery;
+struct elfsym_maps;
 
 #define ELIDED_HISTORY 60        /* intervals of per-process history kept */
 #define ELIDED_LOCK_NAME_MAX 128
@@ -67,6 +68,7 @@ struct tracked_process {
 	struct elide_seg_control control_written; /* what we last wrote */
 	bool control_valid;
 	char last_error[SEG_ERR_MAX]; /* last read/write problem, "" when fine */
+	struct elfsym_maps *maps;    /* for naming locks; reloaded when names fail */
 	struct tracked_process *next;
 };
 
@@ -90,7 +92,16 @@ struct elided {
 	bool bus_required;           /* --no-bus not given */
 };
 
-/* main.c / process.c */
+/* process.c */
+uint64_t now_ns(void);
+void elided_adopt_segment(struct elided *d, const char *name);
+void elided_reap(struct elided *d, pid_t pid);
+void elided_refresh_all(struct elided *d);
+void elided_redecide_all(struct elided *d);
+void elided_free_processes(struct elided *d);
+/* main.c */
+void elided_reschedule(struct elided *d);
+
 struct tracked_process *elided_find_process(struct elided *d, pid_t pid);
 /* Mode or lock override from elidectl; lock NULL = whole process.  Pushes at once. */
 int elided_set_override(struct elided *d, struct tracked_process *p, const char *lock, enum policy_mode mode,
@@ -101,11 +112,9 @@ int elided_reload(struct elided *d, char *err, size_t errlen);
 /* One-line summary for STATUS= and GetStatus. */
 void elided_status_line(struct elided *d, char *buf, size_t size);
 
-/* dbus.c */
+/* dbus.c: see dbus.h */
 #define ELIDED_BUS_NAME "org.elide.elided1"
 #define ELIDED_BUS_PATH "/org/elide/elided1"
 #define ELIDED_BUS_INTERFACE "org.elide.Manager1"
-int elided_bus_setup(struct elided *d);
-void elided_bus_free(struct elided *d);
 
 #endif

@@ -1,11 +1,13 @@
 # elided: the policy daemon.
-sbin_PROGRAMS = elided/elided
+sbin_PROGRAMS += elided/elided
 elided_elided_SOURCES = \
 	elided/main.c elided/elided.h \
 	elided/process.c \
 	elided/config.c elided/policy-config.h \
 	elided/discovery.c elided/discovery.h \
 	elided/dbus.c
+elided_elided_CPPFLAGS = $(AM_CPPFLAGS) -DSYSCONFDIR=\"$(sysconfdir)\" -I$(srcdir)/elided \
+	-I$(builddir)/elided/bpf -I$(srcdir)/elided/bpf
 elided_elided_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS) $(LIBCONFIG_CFLAGS) $(LIBBPF_CFLAGS)
 elided_elided_LDADD = common/libelide-tools.la $(SYSTEMD_LIBS) $(LIBCONFIG_LIBS) $(LIBBPF_LIBS)
 
@@ -21,6 +23,5 @@ elided/bpf/procwatch.bpf.o: $(srcdir)/elided/bpf/procwatch.bpf.c $(srcdir)/elide
 		$(LIBBPF_CFLAGS) -c $< -o $@
 elided/bpf/procwatch.skel.h: elided/bpf/procwatch.bpf.o
 	$(AM_V_GEN)$(BPFTOOL) gen skeleton $< > $@.tmp && mv $@.tmp $@
-elided_elided_CPPFLAGS = $(AM_CPPFLAGS) -I$(builddir)/elided/bpf -I$(srcdir)/elided/bpf
 endif
 EXTRA_DIST += elided/bpf/procwatch.bpf.c elided/bpf/procwatch.h

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * elided's policy: /etc/elide.conf then /etc/elide.conf.d/*.conf (lexical
+ * elided's policy: /etc/elide.conf then every *.conf in /etc/elide.conf.d (lexical
  * order), libconfig syntax, or the built-in default when no file exists.
  *
  *   daemon:  { interval = 1.0; max_segments_per_uid = 64; };
@@ -66,7 +66,7 @@ struct program_rule {
 
 struct elide_config {
 	double interval;             /* seconds between aggregations, 0.05..3600, default 1.0 */
-	uint32_t max_segments_per_uid; /* cap per user, default 64 */
+	uint32_t max_segments_per_uid; /* cap per user, 1..100000, default 64 */
 	enum policy_mode default_mode;   /* default adaptive */
 	struct policy_knobs default_knobs;
 	struct program_rule *programs;
@@ -116,6 +116,7 @@ void config_decide(const struct elide_config *cfg, const struct process_identity
 enum policy_mode config_lock_mode(const struct policy_decision *decision, const char *lock_name,
 				  const char *callsite_function);
 
+/* "adaptive" | "on" | "off"; "unset" for UNSET, "invalid" for anything else. */
 const char *policy_mode_to_string(enum policy_mode mode);
 /* "adaptive" | "on" | "off" → mode; -EINVAL otherwise. */
 int policy_mode_from_string(const char *s, enum policy_mode *ret);

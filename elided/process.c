@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include "dbus.h"
+#include "discovery.h"
 #include "elfsym.h"
+#include "elide.h"
 #include "elided.h"
 #include "log.h"
 
@@ -127,7 +129,7 @@ again:
 		return;
 	if (!e->name[0] && elfsym_resolve(p->maps, e->addr, true, &res) == 0 && res.name[0]) {
 		if (res.offset)
-			snprintf(v->name, sizeof(v->name), "%s+0x%" PRIx64, res.name, res.offset);
+			snprintf(v->name, sizeof(v->name), "%.100s+0x%" PRIx64, res.name, res.offset);
 		else
 			snprintf(v->name, sizeof(v->name), "%s", res.name);
 	}

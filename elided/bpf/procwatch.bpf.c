@@ -26,7 +26,7 @@ struct {
 } events SEC(".maps");
 
 /*
- * Kernels since 6.16 pass group_dead to sched_process_exit.  Declared here
+ * Recent kernels pass group_dead to sched_process_exit.  Declared here
  * (the ___ suffix is dropped when libbpf matches types) so the program still
  * builds against an older vmlinux.h and still loads on an older kernel.
  */

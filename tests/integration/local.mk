@@ -71,3 +71,11 @@ tests_integration_test_annotate_LDADD = $(INTEGRATION_LDADD)
 tests_integration_test_segment_lifecycle_SOURCES = tests/integration/test-segment-lifecycle.c
 tests_integration_test_segment_lifecycle_CFLAGS = $(INTEGRATION_CFLAGS)
 tests_integration_test_segment_lifecycle_LDADD = common/libelide-tools.la
+
+# A contended workload for the elidectl and elided tests (not a test itself).
+check_PROGRAMS += tests/integration/workload-contended
+tests_integration_workload_contended_SOURCES = tests/integration/workload-contended.c
+tests_integration_workload_contended_CFLAGS = $(AM_CFLAGS)
+
+TESTS += tests/integration/test-elidectl-direct.sh
+EXTRA_DIST += tests/integration/test-elidectl-direct.sh

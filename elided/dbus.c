@@ -1,0 +1,811 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * elided's D-Bus API, for elidectl.  System bus, sd-bus, attached to the
+ * daemon's sd-event loop.
+ *
+ *   name       org.elide.elided1
+ *   object     /org/elide/elided1
+ *   interface  org.elide.Manager1
+ *
+ * Properties (readable by anyone):
+ *   Version           s   elided's version
+ *   DiscoveryMethod   s   "bpf" or "fallback (inotify+pidfd): why"
+ *   RuntimeDirectory  s   where the segments are (/run/elide)
+ *   ConfigFiles       as  configuration files read, in order
+ *   LastReload        s   "ok at ..." or the last reload's error
+ *   RtmUsable         b   whether this machine can elide at all
+ *   RtmReason         s   why (not)
+ *   Interval          d   seconds between aggregations
+ *   NProcesses        u   libelide processes tracked
+ *
+ * Methods.  "mode" is "adaptive", "on" or "off"; "state" of a process is
+ * "on", or "off: <reason>"; rates are per second over the last interval;
+ * abort ratios are aborts / attempts, 0..1.  A caller may read and change
+ * only processes running under its own uid; root may do anything.
+ *   GetStatus() -> (s summary, u processes, u eliding,
+ *                   d commits_per_sec, d aborts_per_sec, d cycles_lost_per_sec)
+ *       Totals over every tracked process.
+ *   ListProcesses() -> a(uusssssddddtu) processes
+ *       (pid, uid, exe, comm, unit, mode, state, acquired_per_sec,
+ *        commits_per_sec, abort_ratio, cycles_lost_per_sec, start_time,
+ *        nlocks); only the caller's processes unless the caller is root.
+ *       mode is the one elided applies: the runtime override, else the
+ *       configuration's.  start_time is /proc/PID/stat field 22.
+ *   GetLocks(u pid) -> a(ussssttttta{st}tdddsss) locks
+ *       (index, kind, name, function, callsite, acquired, attempts, commits,
+ *        fallbacks, contended, aborts {conflict, capacity, busy, explicit,
+ *        retry, debug, nested, other}, cycles_lost, acquired_per_sec,
+ *        commits_per_sec, abort_ratio, state, reason, override); counters
+ *       are cumulative; override is a mode, or "" when there is none.
+ *   GetHistory(u pid) -> a(tdddd) history
+ *       (time_ns CLOCK_MONOTONIC, acquired_per_sec, commits_per_sec,
+ *        aborts_per_sec, cycles_lost_per_sec), oldest first.
+ *   SetProcessMode(u pid, s mode)
+ *   ResetProcess(u pid)                      drops process and lock overrides
+ *   SetLockMode(u pid, s lock, s mode)
+ *   ResetLock(u pid, s lock)
+ *       lock: the name shown by GetLocks, "#INDEX" or "0xADDRESS".
+ *   Reload()                                 root only
+ *
+ * Signals:
+ *   ProcessAdded(u pid, s exe)
+ *   ProcessRemoved(u pid)
+ *
+ * Errors:
+ *   org.elide.Error.NoSuchProcess            no libelide process with that PID
+ *   org.elide.Error.NoSuchLock               the process has no such lock
+ *   org.elide.Error.ReloadFailed             "FILE:LINE: what"; old policy kept
+ *   org.elide.Error.Failed                   anything else
+ *   org.freedesktop.DBus.Error.AccessDenied  another user's process, or Reload by non-root
+ *   org.freedesktop.DBus.Error.InvalidArgs   bad mode
+ *
+ * Authorisation is ours: the bus policy lets everyone call, and every method
+ * is SD_BUS_VTABLE_UNPRIVILEGED so that sd-bus does not demand CAP_SYS_ADMIN
+ * first.  The caller's uid comes from the bus daemon, never from the message.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <systemd/sd-bus.h>
+
+#include "dbus.h"
+#include "discovery.h"
+#include "elided.h"
+#include "log.h"
+#include "macros.h"
+
+/* So that clients get a meaningful errno from sd_bus_error_get_errno() too. */
+static const sd_bus_error_map elided_error_map[] = {
+	SD_BUS_ERROR_MAP(ELIDED_ERROR_NO_SUCH_PROCESS, ESRCH),
+	SD_BUS_ERROR_MAP(ELIDED_ERROR_NO_SUCH_LOCK, ENOENT),
+	SD_BUS_ERROR_MAP(ELIDED_ERROR_RELOAD_FAILED, EINVAL),
+	SD_BUS_ERROR_MAP(ELIDED_ERROR_FAILED, EIO),
+	SD_BUS_ERROR_MAP_END
+};
+
+static const struct {
+	const char *name;
+	enum elide_seg_stat stat;
+} abort_causes[] = {
+	{ "conflict", ELIDE_SEG_STAT_ABORT_CONFLICT },
+	{ "capacity", ELIDE_SEG_STAT_ABORT_CAPACITY },
+	{ "busy", ELIDE_SEG_STAT_ABORT_BUSY },
+	{ "explicit", ELIDE_SEG_STAT_ABORT_EXPLICIT },
+	{ "retry", ELIDE_SEG_STAT_ABORT_RETRY },
+	{ "debug", ELIDE_SEG_STAT_ABORT_DEBUG },
+	{ "nested", ELIDE_SEG_STAT_ABORT_NESTED },
+	{ "other", ELIDE_SEG_STAT_ABORT_OTHER },
+};
+
+bool elided_bus_may_access(uid_t caller, uid_t owner)
+{
+	if (caller == (uid_t)-1)
+		return false;
+	return caller == 0 || caller == owner;
+}
+
+/* ---- strings ----------------------------------------------------------- */
+
+/*
+ * Length of the UTF-8 sequence at s as sd-bus accepts it (no overlong forms,
+ * surrogates, non-characters or code points past U+10FFFF), 0 if invalid.
+ */
+static size_t utf8_sequence_len(const unsigned char *s)
+{
+	uint32_t c;
+	size_t n;
+
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xe0) == 0xc0) {
+		n = 2;
+		c = s[0] & 0x1f;
+	} else if ((s[0] & 0xf0) == 0xe0) {
+		n = 3;
+		c = s[0] & 0x0f;
+	} else if ((s[0] & 0xf8) == 0xf0) {
+		n = 4;
+		c = s[0] & 0x07;
+	} else
+		return 0;
+
+	/* A NUL fails this test too, so we never read past the string. */
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		c = (c << 6) | (s[i] & 0x3f);
+	}
+
+	if ((n == 2 && c < 0x80) || (n == 3 && c < 0x800) || (n == 4 && c < 0x10000))
+		return 0;
+	if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	if ((c >= 0xfdd0 && c <= 0xfdef) || (c & 0xfffe) == 0xfffe)
+		return 0;
+	return n;
+}
+
+/*
+ * D-Bus strings must be valid UTF-8, or sd-bus refuses to build the whole
+ * reply, and segment strings come from unprivileged processes: one odd comm
+ * must not break ListProcesses for everybody.  Returns s when it is valid,
+ * else a copy in buf with every stray byte replaced by '?' (truncated to
+ * size - 1 bytes).
+ */
+static const char *bus_string(const char *s, char *buf, size_t size)
+{
+	const unsigned char *u;
+	size_t n, len = 0;
+
+	if (!s)
+		return "";
+	for (u = (const unsigned char *)s; *u; u += n) {
+		n = utf8_sequence_len(u);
+		if (n == 0)
+			break;
+	}
+	if (!*u)
+		return s;
+
+	if (size == 0)
+		return "";
+	for (u = (const unsigned char *)s; *u; u += n) {
+		n = utf8_sequence_len(u);
+		if (n == 0) {
+			if (len + 1 >= size)
+				break;
+			buf[len++] = '?';
+			n = 1;
+			continue;
+		}
+		if (len + n >= size)
+			break;
+		memcpy(buf + len, u, n);
+		len += n;
+	}
+	buf[len] = '\0';
+	return buf;
+}
+
+static const char *mode_string(enum policy_mode mode)
+{
+	return mode == POLICY_MODE_UNSET ? "" : policy_mode_to_string(mode);
+}
+
+/* ---- figures ----------------------------------------------------------- */
+
+struct rates {
+	double acquired, attempts, commits, aborts, cycles_lost;
+};
+
+static double lock_abort_rate(const struct lock_view *l)
+{
+	double sum = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(abort_causes); i++)
+		sum += l->rates[abort_causes[i].stat];
+	return sum;
+}
+
+static void add_lock_rates(struct rates *r, const struct lock_view *l)
+{
+	r->acquired += l->rates[ELIDE_SEG_STAT_ACQUIRED];
+	r->attempts += l->rates[ELIDE_SEG_STAT_ATTEMPTS];
+	r->commits += l->rates[ELIDE_SEG_STAT_COMMITS];
+	r->aborts += lock_abort_rate(l);
+	r->cycles_lost += l->rates[ELIDE_SEG_STAT_CYCLES_LOST];
+}
+
+static void process_rates(const struct tracked_process *p, struct rates *r)
+{
+	for (size_t i = 0; i < p->nlocks; i++)
+		add_lock_rates(r, &p->locks[i]);
+}
+
+/* Attempts are estimates when sampled, aborts exact: keep the ratio in 0..1. */
+static double abort_ratio(double aborts, double attempts)
+{
+	if (!(aborts > 0))
+		return 0;
+	if (attempts < aborts)
+		return 1;
+	return aborts / attempts;
+}
+
+static void process_state(const struct tracked_process *p, char *buf, size_t size)
+{
+	if (p->elision == ELIDE_SEG_ELISION_ON)
+		snprintf(buf, size, "on");
+	else if (p->status_reason[0])
+		snprintf(buf, size, "off: %s", p->status_reason);
+	else
+		snprintf(buf, size, "off");
+}
+
+/* ---- callers ----------------------------------------------------------- */
+
+/* The sender's effective uid as the bus daemon saw it on its socket. */
+static int caller_uid(sd_bus_message *m, uid_t *ret, sd_bus_error *error)
+{
+	_cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+	uid_t uid;
+	int r;
+
+	r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID | SD_BUS_CREDS_AUGMENT, &creds);
+	if (r < 0)
+		return sd_bus_error_set_errnof(error, r, "Cannot determine the caller's credentials: %m");
+
+	/* /proc-derived (augmented) values are racy against PID reuse: refuse them. */
+	if (sd_bus_creds_get_augmented_mask(creds) & SD_BUS_CREDS_EUID)
+		return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
+					 "Permission denied: the caller's uid is not known reliably");
+
+	r = sd_bus_creds_get_euid(creds, &uid);
+	if (r < 0)
+		return sd_bus_error_set_errnof(error, r, "Cannot determine the caller's uid: %m");
+
+	*ret = uid;
+	return 0;
+}
+
+/* The process `pid` if the caller may act on it, else an error in `error`. */
+static int caller_process(struct elided *d, sd_bus_message *m, uint32_t pid, struct tracked_process **ret,
+			  sd_bus_error *error)
+{
+	struct tracked_process *p = NULL;
+	uid_t uid;
+	int r;
+
+	r = caller_uid(m, &uid, error);
+	if (r < 0)
+		return r;
+
+	if (pid > 0 && pid <= INT_MAX)
+		p = elided_find_process(d, (pid_t)pid);
+	if (!p)
+		return sd_bus_error_setf(error, ELIDED_ERROR_NO_SUCH_PROCESS, "No libelide process with PID %" PRIu32,
+					 pid);
+	if (!elided_bus_may_access(uid, p->uid))
+		return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
+					 "Permission denied: process %" PRIu32 " belongs to another user", pid);
+
+	*ret = p;
+	return 0;
+}
+
+/* ---- properties -------------------------------------------------------- */
+
+static int property_get_version(sd_bus *bus, const char *path, const char *interface, const char *property,
+				sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+	return sd_bus_message_append(reply, "s", PACKAGE_VERSION);
+}
+
+static int property_get_discovery(sd_bus *bus, const char *path, const char *interface, const char *property,
+				  sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+	struct elided *d = userdata;
+	char buf[512];
+
+	if (!d->discovery)
+		return sd_bus_message_append(reply, "s", "none");
+	return sd_bus_message_append(reply, "s", bus_string(discovery_describe(d->discovery), buf, sizeof(buf)));
+}
+
+static int property_get_runtime_dir(sd_bus *bus, const char *path, const char *interface, const char *property,
+				    sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+	struct elided *d = userdata;
+	char buf[PATH_MAX];
+
+	return sd_bus_message_append(reply, "s", bus_string(d->runtime_dir, buf, sizeof(buf)));
+}
+
+static int property_get_config_files(sd_bus *bus, const char *path, const char *interface, const char *property,
+				     sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+	struct elided *d = userdata;
+	char buf[PATH_MAX];
+	int r;
+
+	r = sd_bus_message_open_container(reply, 'a', "s");
+	if (r < 0)
+		return r;
+	for (size_t i = 0; d->config && i < d->config->nfiles && i < CONFIG_MAX_FILES; i++) {
+		r = sd_bus_message_append(reply, "s", bus_string(d->config->files[i], buf, sizeof(buf)));
+		if (r < 0)
+			return r;
+	}
+	return sd_bus_message_close_container(reply);
+}
+
+static int property_get_last_reload(sd_bus *bus, const char *path, const char *interface, const char *property,
+				    sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+	struct elided *d = userdata;
+	char buf[sizeof(d->last_reload)];
+
+	return sd_bus_message_append(reply, "s", bus_string(d->last_reload, buf, sizeof(buf)));
+}
+
+static int property_get_rtm_usable(sd_bus *bus, const char *path, const char *interface, const char *property,
+				   sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+	struct elided *d = userdata;
+
+	return sd_bus_message_append(reply, "b", (int)d->rtm_usable);
+}
+
+static int property_get_rtm_reason(sd_bus *bus, const char *path, const char *interface, const char *property,
+				   sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+	struct elided *d = userdata;
+	char buf[sizeof(d->rtm_reason)];
+
+	return sd_bus_message_append(reply, "s", bus_string(d->rtm_reason, buf, sizeof(buf)));
+}
+
+static int property_get_interval(sd_bus *bus, const char *path, const char *interface, const char *property,
+				 sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+	struct elided *d = userdata;
+
+	return sd_bus_message_append(reply, "d", d->config ? d->config->interval : 0.0);
+}
+
+static int property_get_nprocesses(sd_bus *bus, const char *path, const char *interface, const char *property,
+				   sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+	struct elided *d = userdata;
+
+	return sd_bus_message_append(reply, "u", (uint32_t)d->nprocesses);
+}
+
+/* ---- reading methods --------------------------------------------------- */
+
+static int method_get_status(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	struct elided *d = userdata;
+	struct rates t = {};
+	uint32_t n = 0, eliding = 0;
+	char summary[512], buf[sizeof(summary)];
+
+	for (const struct tracked_process *p = d->processes; p; p = p->next) {
+		n++;
+		if (p->elision == ELIDE_SEG_ELISION_ON)
+			eliding++;
+		process_rates(p, &t);
+	}
+	elided_status_line(d, summary, sizeof(summary));
+
+	return sd_bus_reply_method_return(m, "suuddd", bus_string(summary, buf, sizeof(buf)), n, eliding,
+					  t.commits, t.aborts, t.cycles_lost);
+}
+
+static int method_list_processes(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	struct elided *d = userdata;
+	uid_t uid;
+	int r;
+
+	r = caller_uid(m, &uid, error);
+	if (r < 0)
+		return r;
+
+	r = sd_bus_message_new_method_return(m, &reply);
+	if (r < 0)
+		return r;
+	r = sd_bus_message_open_container(reply, 'a', "(uusssssddddtu)");
+	if (r < 0)
+		return r;
+
+	for (const struct tracked_process *p = d->processes; p; p = p->next) {
+		char exe[ELIDE_SEG_EXE_MAX], comm[ELIDE_SEG_COMM_MAX], unit[sizeof(p->unit)];
+		char state[ELIDE_SEG_REASON_MAX + 16], state_clean[sizeof(state)];
+		struct rates t = {};
+
+		if (!elided_bus_may_access(uid, p->uid))
+			continue;
+
+		process_rates(p, &t);
+		process_state(p, state, sizeof(state));
+		r = sd_bus_message_append(reply, "(uusssssddddtu)",
+					  (uint32_t)p->pid, (uint32_t)p->uid,
+					  bus_string(p->exe, exe, sizeof(exe)),
+					  bus_string(p->comm, comm, sizeof(comm)),
+					  bus_string(p->unit, unit, sizeof(unit)),
+					  mode_string(p->override != POLICY_MODE_UNSET ? p->override : p->decision.mode),
+					  bus_string(state, state_clean, sizeof(state_clean)),
+					  t.acquired, t.commits, abort_ratio(t.aborts, t.attempts), t.cycles_lost,
+					  p->start_time, (uint32_t)p->nlocks);
+		if (r < 0)
+			return r;
+	}
+
+	r = sd_bus_message_close_container(reply);
+	if (r < 0)
+		return r;
+	return sd_bus_send(NULL, reply, NULL);
+}
+
+static int append_lock(sd_bus_message *reply, const struct lock_view *l)
+{
+	char name[sizeof(l->name)], function[sizeof(l->function)], callsite[sizeof(l->callsite_text)];
+	int r;
+
+	r = sd_bus_message_open_container(reply, 'r', "ussssttttta{st}tdddsss");
+	if (r < 0)
+		return r;
+
+	r = sd_bus_message_append(reply, "ussssttttt",
+				  l->index, seg_kind_to_string(l->kind),
+				  bus_string(l->name, name, sizeof(name)),
+				  bus_string(l->function, function, sizeof(function)),
+				  bus_string(l->callsite_text, callsite, sizeof(callsite)),
+				  l->totals[ELIDE_SEG_STAT_ACQUIRED], l->totals[ELIDE_SEG_STAT_ATTEMPTS],
+				  l->totals[ELIDE_SEG_STAT_COMMITS], l->totals[ELIDE_SEG_STAT_FALLBACKS],
+				  l->totals[ELIDE_SEG_STAT_CONTENDED]);
+	if (r < 0)
+		return r;
+
+	r = sd_bus_message_open_container(reply, 'a', "{st}");
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < ARRAY_SIZE(abort_causes); i++) {
+		r = sd_bus_message_append(reply, "{st}", abort_causes[i].name, l->totals[abort_causes[i].stat]);
+		if (r < 0)
+			return r;
+	}
+	r = sd_bus_message_close_container(reply);
+	if (r < 0)
+		return r;
+
+	r = sd_bus_message_append(reply, "tdddsss",
+				  l->totals[ELIDE_SEG_STAT_CYCLES_LOST],
+				  l->rates[ELIDE_SEG_STAT_ACQUIRED], l->rates[ELIDE_SEG_STAT_COMMITS],
+				  abort_ratio(lock_abort_rate(l), l->rates[ELIDE_SEG_STAT_ATTEMPTS]),
+				  seg_state_to_string(l->state), seg_reason_to_string(l->reason),
+				  mode_string(l->override));
+	if (r < 0)
+		return r;
+
+	return sd_bus_message_close_container(reply);
+}
+
+static int method_get_locks(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	struct elided *d = userdata;
+	struct tracked_process *p;
+	uint32_t pid;
+	int r;
+
+	r = sd_bus_message_read(m, "u", &pid);
+	if (r < 0)
+		return r;
+	r = caller_process(d, m, pid, &p, error);
+	if (r < 0)
+		return r;
+
+	r = sd_bus_message_new_method_return(m, &reply);
+	if (r < 0)
+		return r;
+	r = sd_bus_message_open_container(reply, 'a', "(ussssttttta{st}tdddsss)");
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < p->nlocks; i++) {
+		r = append_lock(reply, &p->locks[i]);
+		if (r < 0)
+			return r;
+	}
+	r = sd_bus_message_close_container(reply);
+	if (r < 0)
+		return r;
+	return sd_bus_send(NULL, reply, NULL);
+}
+
+static int method_get_history(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	struct elided *d = userdata;
+	struct tracked_process *p;
+	size_t len, next;
+	uint32_t pid;
+	int r;
+
+	r = sd_bus_message_read(m, "u", &pid);
+	if (r < 0)
+		return r;
+	r = caller_process(d, m, pid, &p, error);
+	if (r < 0)
+		return r;
+
+	r = sd_bus_message_new_method_return(m, &reply);
+	if (r < 0)
+		return r;
+	r = sd_bus_message_open_container(reply, 'a', "(tdddd)");
+	if (r < 0)
+		return r;
+
+	/* A ring: history_next is the slot written next, so the oldest is len back from it. */
+	len = p->history_len < ELIDED_HISTORY ? p->history_len : ELIDED_HISTORY;
+	next = p->history_next % ELIDED_HISTORY;
+	for (size_t i = 0; i < len; i++) {
+		const struct history_point *h = &p->history[(next + ELIDED_HISTORY - len + i) % ELIDED_HISTORY];
+
+		r = sd_bus_message_append(reply, "(tdddd)", h->time_ns, h->acquired_per_sec, h->commits_per_sec,
+					  h->aborts_per_sec, h->cycles_lost_per_sec);
+		if (r < 0)
+			return r;
+	}
+
+	r = sd_bus_message_close_container(reply);
+	if (r < 0)
+		return r;
+	return sd_bus_send(NULL, reply, NULL);
+}
+
+/* ---- changing methods -------------------------------------------------- */
+
+/* Set (mode_name != NULL) or drop an override on a process (lock == NULL) or one of its locks. */
+static int change_override(sd_bus_message *m, struct elided *d, uint32_t pid, const char *lock,
+			   const char *mode_name, sd_bus_error *error)
+{
+	enum policy_mode mode = POLICY_MODE_UNSET;
+	struct tracked_process *p;
+	char err[256] = "", buf[sizeof(err)];
+	int r;
+
+	if (mode_name && (policy_mode_from_string(mode_name, &mode) < 0 || mode == POLICY_MODE_UNSET)) {
+		char shown[64];
+
+		return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+					 "Invalid mode '%s': expected adaptive, on or off",
+					 bus_string(mode_name, shown, sizeof(shown)));
+	}
+
+	r = caller_process(d, m, pid, &p, error);
+	if (r < 0)
+		return r;
+
+	if (mode_name)
+		r = elided_set_override(d, p, lock, mode, err, sizeof(err));
+	else
+		r = elided_reset_override(d, p, lock, err, sizeof(err));
+	/* p may be gone now: a refresh that finds the process dead drops it. */
+
+	switch (r) {
+	case 0:
+		return sd_bus_reply_method_return(m, NULL);
+	case -ENOENT:
+		if (err[0])
+			return sd_bus_error_setf(error, ELIDED_ERROR_NO_SUCH_LOCK, "%s",
+						 bus_string(err, buf, sizeof(buf)));
+		return sd_bus_error_setf(error, ELIDED_ERROR_NO_SUCH_LOCK, "Process %" PRIu32 " has no lock named '%s'",
+					 pid, lock ? lock : "");
+	case -EPERM:
+	case -EACCES:
+		return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "Permission denied: %s",
+					 err[0] ? bus_string(err, buf, sizeof(buf)) : strerror(-r));
+	default:
+		if (r > 0)
+			return sd_bus_reply_method_return(m, NULL);
+		return sd_bus_error_setf(error, ELIDED_ERROR_FAILED, "%s",
+					 err[0] ? bus_string(err, buf, sizeof(buf)) : strerror(-r));
+	}
+}
+
+static int method_set_process_mode(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	const char *mode;
+	uint32_t pid;
+	int r;
+
+	r = sd_bus_message_read(m, "us", &pid, &mode);
+	if (r < 0)
+		return r;
+	return change_override(m, userdata, pid, NULL, mode, error);
+}
+
+static int method_reset_process(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	uint32_t pid;
+	int r;
+
+	r = sd_bus_message_read(m, "u", &pid);
+	if (r < 0)
+		return r;
+	return change_override(m, userdata, pid, NULL, NULL, error);
+}
+
+static int method_set_lock_mode(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	const char *lock, *mode;
+	uint32_t pid;
+	int r;
+
+	r = sd_bus_message_read(m, "uss", &pid, &lock, &mode);
+	if (r < 0)
+		return r;
+	return change_override(m, userdata, pid, lock, mode, error);
+}
+
+static int method_reset_lock(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	const char *lock;
+	uint32_t pid;
+	int r;
+
+	r = sd_bus_message_read(m, "us", &pid, &lock);
+	if (r < 0)
+		return r;
+	return change_override(m, userdata, pid, lock, NULL, error);
+}
+
+static int method_reload(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	struct elided *d = userdata;
+	char err[CONFIG_ERR_MAX] = "", buf[sizeof(err)];
+	uid_t uid;
+	int r;
+
+	r = caller_uid(m, &uid, error);
+	if (r < 0)
+		return r;
+	if (uid != 0)
+		return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "Permission denied: only root may reload");
+
+	r = elided_reload(d, err, sizeof(err));
+	if (r < 0)
+		return sd_bus_error_setf(error, ELIDED_ERROR_RELOAD_FAILED, "%s",
+					 err[0] ? bus_string(err, buf, sizeof(buf)) : strerror(-r));
+
+	return sd_bus_reply_method_return(m, NULL);
+}
+
+/* ---- object ------------------------------------------------------------ */
+
+static const sd_bus_vtable manager_vtable[] = {
+	SD_BUS_VTABLE_START(0),
+
+	/* Flags 0: may change, but no PropertiesChanged is sent; read them afresh. */
+	SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_PROPERTY("DiscoveryMethod", "s", property_get_discovery, 0, 0),
+	SD_BUS_PROPERTY("RuntimeDirectory", "s", property_get_runtime_dir, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_PROPERTY("ConfigFiles", "as", property_get_config_files, 0, 0),
+	SD_BUS_PROPERTY("LastReload", "s", property_get_last_reload, 0, 0),
+	SD_BUS_PROPERTY("RtmUsable", "b", property_get_rtm_usable, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_PROPERTY("RtmReason", "s", property_get_rtm_reason, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_PROPERTY("Interval", "d", property_get_interval, 0, 0),
+	SD_BUS_PROPERTY("NProcesses", "u", property_get_nprocesses, 0, 0),
+
+	SD_BUS_METHOD_WITH_NAMES("GetStatus",
+				 NULL, "",
+				 "suuddd",
+				 SD_BUS_PARAM(summary) SD_BUS_PARAM(processes) SD_BUS_PARAM(eliding)
+				 SD_BUS_PARAM(commits_per_sec) SD_BUS_PARAM(aborts_per_sec)
+				 SD_BUS_PARAM(cycles_lost_per_sec),
+				 method_get_status, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_NAMES("ListProcesses",
+				 NULL, "",
+				 "a(uusssssddddtu)", SD_BUS_PARAM(processes),
+				 method_list_processes, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_NAMES("GetLocks",
+				 "u", SD_BUS_PARAM(pid),
+				 "a(ussssttttta{st}tdddsss)", SD_BUS_PARAM(locks),
+				 method_get_locks, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_NAMES("GetHistory",
+				 "u", SD_BUS_PARAM(pid),
+				 "a(tdddd)", SD_BUS_PARAM(history),
+				 method_get_history, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_NAMES("SetProcessMode",
+				 "us", SD_BUS_PARAM(pid) SD_BUS_PARAM(mode),
+				 NULL, "",
+				 method_set_process_mode, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_NAMES("ResetProcess",
+				 "u", SD_BUS_PARAM(pid),
+				 NULL, "",
+				 method_reset_process, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_NAMES("SetLockMode",
+				 "uss", SD_BUS_PARAM(pid) SD_BUS_PARAM(lock) SD_BUS_PARAM(mode),
+				 NULL, "",
+				 method_set_lock_mode, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_NAMES("ResetLock",
+				 "us", SD_BUS_PARAM(pid) SD_BUS_PARAM(lock),
+				 NULL, "",
+				 method_reset_lock, SD_BUS_VTABLE_UNPRIVILEGED),
+	/* Unprivileged for sd-bus; the handler itself admits root only. */
+	SD_BUS_METHOD("Reload", NULL, NULL, method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
+
+	SD_BUS_SIGNAL_WITH_NAMES("ProcessAdded", "us", SD_BUS_PARAM(pid) SD_BUS_PARAM(exe), 0),
+	SD_BUS_SIGNAL_WITH_NAMES("ProcessRemoved", "u", SD_BUS_PARAM(pid), 0),
+
+	SD_BUS_VTABLE_END
+};
+
+int elided_bus_setup(struct elided *d)
+{
+	_cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+	int r;
+
+	r = sd_bus_error_add_map(elided_error_map);
+	if (r < 0)
+		return log_error_errno(r, "Failed to register D-Bus error names");
+
+	r = sd_bus_open_system(&bus);
+	if (r < 0)
+		return log_error_errno(r, "Failed to connect to the system bus");
+
+	r = sd_bus_add_object_vtable(bus, NULL, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, manager_vtable, d);
+	if (r < 0)
+		return log_error_errno(r, "Failed to export %s", ELIDED_BUS_PATH);
+
+	/* Object first, name second: a client that sees the name finds the object. */
+	r = sd_bus_request_name(bus, ELIDED_BUS_NAME, 0);
+	if (r == -EEXIST)
+		return log_error_errno(r, "Failed to take %s: is another elided running?", ELIDED_BUS_NAME);
+	if (r < 0)
+		return log_error_errno(r, "Failed to take %s", ELIDED_BUS_NAME);
+
+	r = sd_bus_attach_event(bus, d->event, SD_EVENT_PRIORITY_NORMAL);
+	if (r < 0)
+		return log_error_errno(r, "Failed to attach the bus to the event loop");
+
+	d->bus = bus;
+	bus = NULL;
+	log_debug("Listening on the system bus as %s", ELIDED_BUS_NAME);
+	return 0;
+}
+
+void elided_bus_free(struct elided *d)
+{
+	d->bus = sd_bus_flush_close_unref(d->bus);
+}
+
+void elided_bus_emit_process_added(struct elided *d, const struct tracked_process *p)
+{
+	char exe[ELIDE_SEG_EXE_MAX];
+	int r;
+
+	if (!d->bus)
+		return;
+	r = sd_bus_emit_signal(d->bus, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, "ProcessAdded", "us",
+			       (uint32_t)p->pid, bus_string(p->exe, exe, sizeof(exe)));
+	if (r < 0)
+		log_warning_errno(r, "Failed to emit ProcessAdded for %d", (int)p->pid);
+}
+
+void elided_bus_emit_process_removed(struct elided *d, pid_t pid)
+{
+	int r;
+
+	if (!d->bus)
+		return;
+	r = sd_bus_emit_signal(d->bus, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, "ProcessRemoved", "u",
+			       (uint32_t)pid);
+	if (r < 0)
+		log_warning_errno(r, "Failed to emit ProcessRemoved for %d", (int)pid);
+}

@@ -1,0 +1,674 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Process discovery (discovery.h): inotify on the runtime directory, plus
+ * either the procwatch BPF program or one pidfd per watched process.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/inotify.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "discovery.h"
+#include "log.h"
+#include "macros.h"
+#include "segment-reader.h"
+
+#ifdef HAVE_BPF
+#include <bpf/libbpf.h>
+
+#include "procwatch.h"
+#include "procwatch.skel.h"
+#endif
+
+#define INOTIFY_MASK (IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR | IN_DONT_FOLLOW)
+#define BPF_DESCRIPTION "bpf (sched_process_exec/exit tracepoints, ring buffer)"
+#define FALLBACK_PREFIX "fallback (inotify + pidfd): "
+#define VMLINUX_BTF_PATH "/sys/kernel/btf/vmlinux"
+
+struct pid_watch {
+	struct discovery *d;
+	pid_t pid;
+	sd_event_source *source; /* owns the pidfd */
+};
+
+/* A sorted array of names, for the known-segment set and scans. */
+struct name_set {
+	char **names;
+	size_t n, alloc;
+};
+
+struct discovery {
+	sd_event *event;
+	const struct discovery_ops *ops;
+	void *userdata;
+	char *runtime_dir;
+
+	int dir_fd;
+	sd_event_source *inotify_source; /* owns the inotify fd */
+	bool dir_gone;
+
+	/* Every segment name reported added and not yet removed. */
+	struct name_set known;
+
+	/* Fallback: watched pids, unsorted (a few hundred at most). */
+	struct pid_watch **watches;
+	size_t n_watches, alloc_watches;
+
+	enum discovery_method method;
+	char description[512];
+
+#ifdef HAVE_BPF
+	struct procwatch_bpf *skel;
+	struct ring_buffer *rb;
+	sd_event_source *rb_source; /* the fd belongs to rb */
+#endif
+};
+
+/* Exit events first: a reused pid's old exit before its new segment. */
+#define PRIORITY_EXIT SD_EVENT_PRIORITY_IMPORTANT
+#define PRIORITY_SEGMENTS SD_EVENT_PRIORITY_NORMAL
+
+static int grow(void **array, size_t *alloc, size_t need, size_t elem)
+{
+	size_t n;
+	void *p;
+
+	if (need <= *alloc)
+		return 0;
+	n = *alloc ? *alloc * 2 : 16;
+	if (n < need)
+		n = need;
+	p = reallocarray(*array, n, elem);
+	if (!p)
+		return -ENOMEM;
+	*array = p;
+	*alloc = n;
+	return 0;
+}
+
+static void name_set_clear(struct name_set *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->names[i]);
+	free(s->names);
+	*s = (struct name_set){};
+}
+
+/* Index of `name`, or of where it would go (*found false). */
+static size_t name_set_find(const struct name_set *s, const char *name, bool *found)
+{
+	size_t lo = 0, hi = s->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(s->names[mid], name);
+
+		if (c == 0) {
+			*found = true;
+			return mid;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*found = false;
+	return lo;
+}
+
+/* 1 when added, 0 when already there. */
+static int name_set_add(struct name_set *s, const char *name)
+{
+	bool found;
+	size_t i = name_set_find(s, name, &found);
+	char *copy;
+
+	if (found)
+		return 0;
+	if (grow((void **)&s->names, &s->alloc, s->n + 1, sizeof(char *)) < 0)
+		return -ENOMEM;
+	copy = strdup(name);
+	if (!copy)
+		return -ENOMEM;
+	memmove(s->names + i + 1, s->names + i, (s->n - i) * sizeof(char *));
+	s->names[i] = copy;
+	s->n++;
+	return 1;
+}
+
+/* 1 when removed, 0 when it was not there. */
+static int name_set_remove(struct name_set *s, const char *name)
+{
+	bool found;
+	size_t i = name_set_find(s, name, &found);
+
+	if (!found)
+		return 0;
+	free(s->names[i]);
+	memmove(s->names + i, s->names + i + 1, (s->n - i - 1) * sizeof(char *));
+	s->n--;
+	return 1;
+}
+
+static void segment_added(struct discovery *d, const char *name)
+{
+	int r;
+
+	if (seg_parse_name(name, NULL, NULL) < 0)
+		return;
+	r = name_set_add(&d->known, name);
+	if (r < 0) {
+		log_error_errno(r, "discovery: cannot track segment %s", name);
+		return;
+	}
+	if (r > 0 && d->ops->segment_added)
+		d->ops->segment_added(d->userdata, name);
+}
+
+static void segment_removed(struct discovery *d, const char *name)
+{
+	if (name_set_remove(&d->known, name) > 0 && d->ops->segment_removed)
+		d->ops->segment_removed(d->userdata, name);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The segment names now in the directory, sorted.  Names only: no stat. */
+static int scan_dir(struct discovery *d, struct name_set *ret)
+{
+	struct name_set s = {};
+	struct dirent *de;
+	DIR *dir;
+	int fd, r = 0;
+
+	/* A fresh descriptor: fdopendir takes it, and reads from offset 0. */
+	fd = openat(d->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	dir = fdopendir(fd);
+	if (!dir) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	for (;;) {
+		errno = 0;
+		de = readdir(dir);
+		if (!de) {
+			r = -errno;
+			break;
+		}
+		if (seg_parse_name(de->d_name, NULL, NULL) < 0)
+			continue;
+		r = grow((void **)&s.names, &s.alloc, s.n + 1, sizeof(char *));
+		if (r < 0)
+			break;
+		s.names[s.n] = strdup(de->d_name);
+		if (!s.names[s.n]) {
+			r = -ENOMEM;
+			break;
+		}
+		s.n++;
+	}
+	closedir(dir);
+	if (r < 0) {
+		name_set_clear(&s);
+		return r;
+	}
+	if (s.n > 1)
+		qsort(s.names, s.n, sizeof(char *), cmp_names);
+	*ret = s;
+	return 0;
+}
+
+/*
+ * Bring the known set in line with the directory: report what vanished,
+ * then what appeared.  The initial scan is the case of an empty set.
+ */
+static int rescan(struct discovery *d)
+{
+	struct name_set now;
+	size_t i;
+	int r;
+
+	r = scan_dir(d, &now);
+	if (r < 0)
+		return log_error_errno(r, "discovery: cannot read %s", d->runtime_dir);
+
+	/* segment_removed() frees the set's string: pass it a copy. */
+	for (i = 0; i < d->known.n;) {
+		bool found;
+
+		name_set_find(&now, d->known.names[i], &found);
+		if (found) {
+			i++;
+			continue;
+		}
+		_cleanup_free_ char *name = strdup(d->known.names[i]);
+		if (!name) {
+			name_set_clear(&now);
+			return -ENOMEM;
+		}
+		segment_removed(d, name);
+	}
+	for (i = 0; i < now.n; i++)
+		segment_added(d, now.names[i]);
+	name_set_clear(&now);
+	return 0;
+}
+
+#ifdef HAVE_BPF
+static void drain_ring_buffer(struct discovery *d);
+#endif
+
+static int on_inotify(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct discovery *d = userdata;
+	union {
+		struct inotify_event ev;
+		char buf[4096];
+	} u;
+	bool overflow = false;
+
+	/* Exits that happened before these files were created go first. */
+#ifdef HAVE_BPF
+	drain_ring_buffer(d);
+#endif
+	for (;;) {
+		ssize_t n = read(fd, u.buf, sizeof(u.buf));
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			return log_error_errno(-errno, "discovery: inotify read failed");
+		}
+		for (char *p = u.buf; p < u.buf + n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)(void *)p;
+
+			p += sizeof(*ev) + ev->len;
+			if (ev->mask & IN_Q_OVERFLOW) {
+				overflow = true;
+				continue;
+			}
+			if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_UNMOUNT)) {
+				d->dir_gone = true;
+				continue;
+			}
+			if (ev->len == 0 || overflow)
+				continue; /* the rescan below covers it */
+			if (ev->mask & (IN_CREATE | IN_MOVED_TO))
+				segment_added(d, ev->name);
+			else if (ev->mask & (IN_DELETE | IN_MOVED_FROM))
+				segment_removed(d, ev->name);
+		}
+	}
+
+	if (d->dir_gone) {
+		/* The watch is gone with the directory: nothing will come. */
+		log_warning("discovery: runtime directory %s was removed or unmounted; no more segment events",
+			    d->runtime_dir);
+		while (d->known.n > 0) {
+			_cleanup_free_ char *name = strdup(d->known.names[d->known.n - 1]);
+
+			if (!name)
+				break;
+			segment_removed(d, name);
+		}
+		d->inotify_source = sd_event_source_disable_unref(d->inotify_source);
+		return 0;
+	}
+	if (overflow) {
+		log_notice("discovery: inotify queue overflow, rescanning %s", d->runtime_dir);
+		rescan(d);
+	}
+	return 0;
+}
+
+static int setup_inotify(struct discovery *d)
+{
+	int fd, wd, r;
+
+	fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (fd < 0)
+		return log_error_errno(-errno, "discovery: inotify_init1 failed");
+	wd = inotify_add_watch(fd, d->runtime_dir, INOTIFY_MASK);
+	if (wd < 0) {
+		r = -errno;
+		close(fd);
+		return log_error_errno(r, "discovery: cannot watch %s", d->runtime_dir);
+	}
+	r = sd_event_add_io(d->event, &d->inotify_source, fd, EPOLLIN, on_inotify, d);
+	if (r < 0) {
+		close(fd);
+		return log_error_errno(r, "discovery: cannot add the inotify source");
+	}
+	(void)sd_event_source_set_io_fd_own(d->inotify_source, true);
+	(void)sd_event_source_set_priority(d->inotify_source, PRIORITY_SEGMENTS);
+	(void)sd_event_source_set_description(d->inotify_source, "discovery-inotify");
+	return 0;
+}
+
+/* ---- fallback: one pidfd per watched process ---- */
+
+static struct pid_watch *find_watch(struct discovery *d, pid_t pid, size_t *index)
+{
+	for (size_t i = 0; i < d->n_watches; i++)
+		if (d->watches[i]->pid == pid) {
+			if (index)
+				*index = i;
+			return d->watches[i];
+		}
+	return NULL;
+}
+
+static void watch_free(struct pid_watch *w)
+{
+	if (!w)
+		return;
+	/* Safe from the source's own callback: sd-event defers the free. */
+	sd_event_source_disable_unref(w->source);
+	free(w);
+}
+
+static void remove_watch(struct discovery *d, size_t i)
+{
+	watch_free(d->watches[i]);
+	d->watches[i] = d->watches[--d->n_watches];
+}
+
+static int on_pidfd(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct pid_watch *w = userdata;
+	struct discovery *d = w->d;
+	pid_t pid = w->pid;
+	size_t i;
+
+	/* Forget the watch first: the callback may watch the pid again. */
+	if (find_watch(d, pid, &i) == w)
+		remove_watch(d, i);
+	if (d->ops->process_exit)
+		d->ops->process_exit(d->userdata, pid);
+	return 0;
+}
+
+int discovery_watch_pid(struct discovery *d, pid_t pid)
+{
+	struct pid_watch *w;
+	int fd, r;
+
+	if (!d || pid <= 0)
+		return -EINVAL;
+	if (d->method == DISCOVERY_BPF)
+		return 0;
+	if (find_watch(d, pid, NULL))
+		return 0;
+	r = grow((void **)&d->watches, &d->alloc_watches, d->n_watches + 1, sizeof(*d->watches));
+	if (r < 0)
+		return r;
+
+	fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0)
+		return -errno; /* ESRCH: already reaped */
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		close(fd);
+		return -ENOMEM;
+	}
+	w->d = d;
+	w->pid = pid;
+	r = sd_event_add_io(d->event, &w->source, fd, EPOLLIN, on_pidfd, w);
+	if (r < 0) {
+		close(fd);
+		free(w);
+		return r;
+	}
+	(void)sd_event_source_set_io_fd_own(w->source, true);
+	(void)sd_event_source_set_priority(w->source, PRIORITY_EXIT);
+	(void)sd_event_source_set_description(w->source, "discovery-pidfd");
+	d->watches[d->n_watches++] = w;
+	return 0;
+}
+
+void discovery_unwatch_pid(struct discovery *d, pid_t pid)
+{
+	size_t i;
+
+	if (d && find_watch(d, pid, &i))
+		remove_watch(d, i);
+}
+
+/* ---- BPF: sched_process_exec/exit into a ring buffer ---- */
+
+#ifdef HAVE_BPF
+/* libbpf has no user data for its printer: the last warning for the notice. */
+static char libbpf_last_warning[256];
+
+_printf_(2, 0)
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char buf[512];
+	size_t n;
+
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	while (n > 0 && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	if (level == LIBBPF_WARN) {
+		n = n < sizeof(libbpf_last_warning) ? n : sizeof(libbpf_last_warning) - 1;
+		memcpy(libbpf_last_warning, buf, n);
+		libbpf_last_warning[n] = '\0';
+	}
+	log_debug("libbpf: %s", buf);
+	return 0;
+}
+
+static int on_ring_event(void *ctx, void *data, size_t size)
+{
+	struct discovery *d = ctx;
+	const struct procwatch_event *e = data;
+	char comm[PROCWATCH_COMM_LEN + 1];
+
+	if (size < sizeof(*e) || e->pid == 0 || e->pid > (__u32)INT32_MAX)
+		return 0;
+	switch (e->type) {
+	case PROCWATCH_EXEC:
+		if (!d->ops->process_exec)
+			break;
+		memcpy(comm, e->comm, PROCWATCH_COMM_LEN);
+		comm[PROCWATCH_COMM_LEN] = '\0';
+		d->ops->process_exec(d->userdata, (pid_t)e->pid, comm);
+		break;
+	case PROCWATCH_EXIT:
+		if (d->ops->process_exit)
+			d->ops->process_exit(d->userdata, (pid_t)e->pid);
+		break;
+	}
+	return 0;
+}
+
+static void drain_ring_buffer(struct discovery *d)
+{
+	int r;
+
+	if (!d->rb)
+		return;
+	r = ring_buffer__consume(d->rb);
+	if (r < 0)
+		log_warning_errno(r, "discovery: reading the BPF ring buffer failed");
+}
+
+static int on_ring_buffer(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	drain_ring_buffer(userdata);
+	return 0;
+}
+
+static void bpf_teardown(struct discovery *d)
+{
+	d->rb_source = sd_event_source_disable_unref(d->rb_source);
+	ring_buffer__free(d->rb);
+	d->rb = NULL;
+	procwatch_bpf__destroy(d->skel);
+	d->skel = NULL;
+}
+
+/* 0 with the program attached, or -errno with d->description saying why not. */
+static int bpf_setup(struct discovery *d)
+{
+	const char *step;
+	int r;
+
+	if (access(VMLINUX_BTF_PATH, R_OK) < 0) {
+		r = -errno;
+		snprintf(d->description, sizeof(d->description), FALLBACK_PREFIX "kernel has no BTF (%s: %s)",
+			 VMLINUX_BTF_PATH, strerror(-r));
+		return r;
+	}
+
+	libbpf_last_warning[0] = '\0';
+	libbpf_set_print(libbpf_print);
+
+	step = "load";
+	d->skel = procwatch_bpf__open_and_load();
+	if (!d->skel) {
+		r = errno > 0 ? -errno : -EINVAL;
+		goto fail;
+	}
+	step = "attach";
+	r = procwatch_bpf__attach(d->skel);
+	if (r < 0)
+		goto fail;
+	step = "open the ring buffer of";
+	d->rb = ring_buffer__new(bpf_map__fd(d->skel->maps.events), on_ring_event, d, NULL);
+	if (!d->rb) {
+		r = errno > 0 ? -errno : -ENOMEM;
+		goto fail;
+	}
+	step = "add to the event loop";
+	r = sd_event_add_io(d->event, &d->rb_source, ring_buffer__epoll_fd(d->rb), EPOLLIN, on_ring_buffer, d);
+	if (r < 0)
+		goto fail;
+	(void)sd_event_source_set_priority(d->rb_source, PRIORITY_EXIT);
+	(void)sd_event_source_set_description(d->rb_source, "discovery-bpf");
+
+	d->method = DISCOVERY_BPF;
+	snprintf(d->description, sizeof(d->description), "%s", BPF_DESCRIPTION);
+	return 0;
+
+fail:
+	bpf_teardown(d);
+	if (libbpf_last_warning[0])
+		snprintf(d->description, sizeof(d->description), FALLBACK_PREFIX "cannot %s the BPF program: %s (libbpf: %s)",
+			 step, strerror(-r), libbpf_last_warning);
+	else
+		snprintf(d->description, sizeof(d->description), FALLBACK_PREFIX "cannot %s the BPF program: %s",
+			 step, strerror(-r));
+	return r;
+}
+#endif
+
+/* ---- object ---- */
+
+int discovery_new(sd_event *event, const char *runtime_dir, bool allow_bpf, const struct discovery_ops *ops,
+		  void *userdata, struct discovery **ret)
+{
+	struct discovery *d;
+	int r;
+
+	if (!event || !runtime_dir || !ops || !ret)
+		return -EINVAL;
+
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->event = sd_event_ref(event);
+	d->ops = ops;
+	d->userdata = userdata;
+	d->dir_fd = -1;
+	d->method = DISCOVERY_FALLBACK;
+	d->runtime_dir = strdup(runtime_dir);
+	if (!d->runtime_dir) {
+		r = -ENOMEM;
+		goto fail;
+	}
+
+	d->dir_fd = open(runtime_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (d->dir_fd < 0) {
+		r = log_error_errno(-errno, "discovery: cannot open %s", runtime_dir);
+		goto fail;
+	}
+
+	/* Exit events before the directory watch, the watch before the scan:
+	 * a process is either in the scan or in an event, never in neither. */
+	if (!allow_bpf) {
+		snprintf(d->description, sizeof(d->description), FALLBACK_PREFIX "BPF not allowed by configuration");
+	} else {
+#ifdef HAVE_BPF
+		r = bpf_setup(d);
+#else
+		snprintf(d->description, sizeof(d->description),
+			 FALLBACK_PREFIX "built without BPF support (--disable-bpf)");
+		r = -EOPNOTSUPP;
+#endif
+		if (r < 0)
+			log_notice("process discovery: %s", d->description);
+	}
+	if (d->method == DISCOVERY_BPF || !allow_bpf)
+		log_info("process discovery: %s", d->description);
+
+	r = setup_inotify(d);
+	if (r < 0)
+		goto fail;
+	r = rescan(d);
+	if (r < 0)
+		goto fail;
+
+	*ret = d;
+	return 0;
+
+fail:
+	discovery_free(d);
+	return r;
+}
+
+void discovery_free(struct discovery *d)
+{
+	if (!d)
+		return;
+#ifdef HAVE_BPF
+	bpf_teardown(d);
+#endif
+	for (size_t i = 0; i < d->n_watches; i++)
+		watch_free(d->watches[i]);
+	free(d->watches);
+	sd_event_source_disable_unref(d->inotify_source);
+	if (d->dir_fd >= 0)
+		close(d->dir_fd);
+	name_set_clear(&d->known);
+	free(d->runtime_dir);
+	sd_event_unref(d->event);
+	free(d);
+}
+
+enum discovery_method discovery_get_method(const struct discovery *d)
+{
+	return d->method;
+}
+
+const char *discovery_describe(const struct discovery *d)
+{
+	return d->description;
+}

@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * elided: finds processes running with libelide, aggregates their lock
+ * statistics, applies the policy of /etc/elide.conf and pushes decisions
+ * back into each process's segment.  A systemd Type=notify service: runs in
+ * the foreground, logs to stderr with <N> priority prefixes under journald.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dbus.h"
+#include "discovery.h"
+#include "elided.h"
+#include "hw.h"
+#include "log.h"
+
+#define DEFAULT_CONFIG SYSCONFDIR "/elide.conf"
+
+static struct elided daemon_state;
+
+static void help(void)
+{
+	printf("Usage: elided [OPTIONS]\n"
+	       "\n"
+	       "The elide policy daemon: finds processes running with libelide, aggregates their\n"
+	       "per-lock statistics, applies the policy of the configuration and pushes decisions\n"
+	       "back into each process.\n"
+	       "\n"
+	       "  -c, --config=FILE        configuration file (default %s);\n"
+	       "                           drop-ins are read from FILE.d/*.conf\n"
+	       "  -r, --runtime-dir=DIR    where processes put their segments (default %s,\n"
+	       "                           or $ELIDE_RUNTIME_DIR)\n"
+	       "      --no-bpf             discover processes with inotify and pidfds only\n"
+	       "      --no-bus             do not register on D-Bus (tests, emergencies)\n"
+	       "      --check-config       validate the configuration and exit\n"
+	       "  -v, --verbose            log debug messages\n"
+	       "  -h, --help               show this help\n"
+	       "  -V, --version            show the version\n"
+	       "\n"
+	       "Signals: SIGHUP reloads the configuration, SIGTERM and SIGINT stop the daemon.\n"
+	       "See elided(8) and elide.conf(5).\n",
+	       DEFAULT_CONFIG, ELIDE_RUNTIME_DIR_DEFAULT);
+}
+
+static void status_notify(struct elided *d)
+{
+	char line[256];
+
+	elided_status_line(d, line, sizeof(line));
+	sd_notifyf(false, "STATUS=%s", line);
+}
+
+void elided_status_line(struct elided *d, char *buf, size_t size)
+{
+	size_t eliding = 0;
+
+	for (struct tracked_process *p = d->processes; p; p = p->next)
+		eliding += p->elision == ELIDE_SEG_ELISION_ON;
+	snprintf(buf, size, "%zu processes with libelide, %zu eliding; RTM %s; discovery %s", d->nprocesses, eliding,
+		 d->rtm_usable ? "usable" : "not usable",
+		 d->discovery && discovery_get_method(d->discovery) == DISCOVERY_BPF ? "bpf" : "fallback");
+}
+
+static char *dropin_dir_of(const char *config_path)
+{
+	char *dir;
+
+	if (asprintf(&dir, "%s.d", config_path) < 0)
+		return NULL;
+	return dir;
+}
+
+static void note_reload(struct elided *d, const char *result)
+{
+	time_t now = time(NULL);
+	struct tm tm;
+	char when[32] = "";
+
+	if (localtime_r(&now, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	snprintf(d->last_reload, sizeof(d->last_reload), "%s at %s", result, when);
+}
+
+int elided_reload(struct elided *d, char *err, size_t errlen)
+{
+	struct elide_config *fresh = NULL;
+	double old_interval = d->config->interval;
+	int r;
+
+	sd_notify(false, "RELOADING=1\nSTATUS=Reloading configuration");
+	r = config_load(d->config_path, d->config_dropin_dir, &fresh, err, errlen);
+	if (r < 0) {
+		char result[CONFIG_ERR_MAX + 32];
+
+		log_error("reload refused, keeping the running policy: %s", err);
+		snprintf(result, sizeof(result), "failed: %s", err);
+		note_reload(d, result);
+		sd_notify(false, "READY=1");
+		status_notify(d);
+		return r;
+	}
+	config_free(d->config);
+	d->config = fresh;
+	note_reload(d, "ok");
+	log_info("configuration reloaded from %zu file(s)", fresh->nfiles);
+	elided_redecide_all(d);
+	if (fresh->interval != old_interval)
+		elided_reschedule(d);
+	sd_notify(false, "READY=1");
+	status_notify(d);
+	return 0;
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
+{
+	struct elided *d = userdata;
+	char err[CONFIG_ERR_MAX];
+
+	if (si->ssi_signo == SIGHUP) {
+		elided_reload(d, err, sizeof(err));
+		return 0;
+	}
+	log_info("received %s, stopping", strsignal((int)si->ssi_signo));
+	sd_notify(false, "STOPPING=1\nSTATUS=Stopping");
+	return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return 0;
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+	       ru.ru_stime.tv_usec / 1e6;
+}
+
+static int on_interval(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct elided *d = userdata;
+	double before = cpu_seconds();
+	uint64_t next = (uint64_t)(d->config->interval * 1e6);
+
+	elided_refresh_all(d);
+	d->intervals++;
+	d->cpu_seconds_per_interval = cpu_seconds() - before;
+	status_notify(d);
+	sd_event_source_set_time(s, usec + next);
+	return 0;
+}
+
+static sd_event_source *interval_source;
+
+void elided_reschedule(struct elided *d)
+{
+	uint64_t now;
+
+	sd_event_now(d->event, CLOCK_MONOTONIC, &now);
+	sd_event_source_set_time(interval_source, now + (uint64_t)(d->config->interval * 1e6));
+}
+
+static void on_segment_added(void *userdata, const char *name)
+{
+	elided_adopt_segment(userdata, name);
+}
+
+static void on_segment_removed(void *userdata, const char *name)
+{
+	struct elided *d = userdata;
+	pid_t pid;
+	uint64_t start;
+
+	if (seg_parse_name(name, &pid, &start) == 0)
+		elided_reap(d, pid);
+}
+
+static void on_process_exec(void *userdata, pid_t pid, const char *comm)
+{
+	/* The segment of the new image arrives through inotify; nothing to do
+	 * until then, but a process we tracked has a new identity now. */
+	struct elided *d = userdata;
+
+	if (elided_find_process(d, pid))
+		elided_reap(d, pid);
+}
+
+static void on_process_exit(void *userdata, pid_t pid)
+{
+	elided_reap(userdata, pid);
+}
+
+static const struct discovery_ops discovery_ops = {
+	.segment_added = on_segment_added,
+	.segment_removed = on_segment_removed,
+	.process_exec = on_process_exec,
+	.process_exit = on_process_exit,
+};
+
+static int open_runtime_dir(struct elided *d)
+{
+	struct stat st;
+
+	/* tmpfiles.d creates it at boot; create it ourselves when run by hand. */
+	if (mkdir(d->runtime_dir, 01777) == 0)
+		chmod(d->runtime_dir, 01777);
+	else if (errno != EEXIST)
+		return log_error_errno(errno, "cannot create runtime directory %s", d->runtime_dir);
+	d->runtime_dirfd = open(d->runtime_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d->runtime_dirfd < 0)
+		return log_error_errno(errno, "cannot open runtime directory %s", d->runtime_dir);
+	if (fstat(d->runtime_dirfd, &st) == 0 && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+		log_warning("%s is world-writable without the sticky bit: users can remove each other's segments",
+			    d->runtime_dir);
+	return 0;
+}
+
+static void setup_logging(bool verbose)
+{
+	const char *stream = getenv("JOURNAL_STREAM");
+
+	log_set_prefix("elided");
+	log_set_max_priority(verbose ? LOG_DEBUG : LOG_INFO);
+	/* stderr connected to journald: let it read our priorities. */
+	if (stream && *stream)
+		log_set_journal_prefix(true);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "no-bpf", no_argument, NULL, 'B' },
+		{ "no-bus", no_argument, NULL, 'N' },
+		{ "check-config", no_argument, NULL, 'C' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{}
+	};
+	struct elided *d = &daemon_state;
+	struct elide_hw hw;
+	const char *config = DEFAULT_CONFIG;
+	const char *runtime_dir = getenv("ELIDE_RUNTIME_DIR");
+	bool allow_bpf = true, use_bus = true, check_only = false, verbose = false;
+	char err[CONFIG_ERR_MAX];
+	sigset_t mask;
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, "c:r:vhV", options, NULL)) >= 0) {
+		switch (c) {
+		case 'c':
+			config = optarg;
+			break;
+		case 'r':
+			runtime_dir = optarg;
+			break;
+		case 'B':
+			allow_bpf = false;
+			break;
+		case 'N':
+			use_bus = false;
+			break;
+		case 'C':
+			check_only = true;
+			break;
+		case 'v':
+			verbose = true;
+			break;
+		case 'h':
+			help();
+			return EXIT_SUCCESS;
+		case 'V':
+			printf("elided %s\n", PACKAGE_VERSION);
+			return EXIT_SUCCESS;
+		default:
+			fprintf(stderr, "Try 'elided --help'.\n");
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "elided: unexpected argument '%s'\nTry 'elided --help'.\n", argv[optind]);
+		return 2;
+	}
+	setup_logging(verbose);
+
+	d->config_path = strdup(config);
+	d->config_dropin_dir = dropin_dir_of(config);
+	d->runtime_dir = strdup(runtime_dir && *runtime_dir ? runtime_dir : ELIDE_RUNTIME_DIR_DEFAULT);
+	d->runtime_dirfd = -1;
+	if (!d->config_path || !d->config_dropin_dir || !d->runtime_dir)
+		return log_oom(), EXIT_FAILURE;
+
+	r = config_load(d->config_path, d->config_dropin_dir, &d->config, err, sizeof(err));
+	if (r < 0) {
+		log_error("invalid configuration: %s", err);
+		return EXIT_FAILURE;
+	}
+	if (check_only) {
+		printf("configuration OK (%zu file(s))\n", d->config->nfiles);
+		return EXIT_SUCCESS;
+	}
+	note_reload(d, "ok (start-up)");
+
+	elide_hw_detect(&hw);
+	d->rtm_usable = hw.rtm_usable;
+	snprintf(d->rtm_reason, sizeof(d->rtm_reason), "%s", hw.reason);
+	log_info("RTM %s: %s", hw.rtm_usable ? "usable" : "not usable", hw.reason);
+
+	if (open_runtime_dir(d) < 0)
+		return EXIT_FAILURE;
+
+	r = sd_event_default(&d->event);
+	if (r < 0)
+		return log_error_errno(r, "cannot create the event loop"), EXIT_FAILURE;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sd_event_add_signal(d->event, NULL, SIGTERM, on_signal, d);
+	sd_event_add_signal(d->event, NULL, SIGINT, on_signal, d);
+	sd_event_add_signal(d->event, NULL, SIGHUP, on_signal, d);
+	/* WATCHDOG=1 pings at half of WatchdogSec= when the unit sets it. */
+	sd_event_set_watchdog(d->event, true);
+
+	{
+		uint64_t now;
+
+		sd_event_now(d->event, CLOCK_MONOTONIC, &now);
+		r = sd_event_add_time(d->event, &interval_source, CLOCK_MONOTONIC,
+				      now + (uint64_t)(d->config->interval * 1e6), 10000, on_interval, d);
+		if (r < 0)
+			return log_error_errno(r, "cannot add the interval timer"), EXIT_FAILURE;
+		sd_event_source_set_enabled(interval_source, SD_EVENT_ON);
+	}
+
+	if (use_bus) {
+		r = elided_bus_setup(d);
+		if (r < 0)
+			return EXIT_FAILURE;
+	}
+	/* Adopts every segment already there before we say READY. */
+	r = discovery_new(d->event, d->runtime_dir, allow_bpf, &discovery_ops, d, &d->discovery);
+	if (r < 0)
+		return log_error_errno(r, "cannot watch %s", d->runtime_dir), EXIT_FAILURE;
+	log_info("discovery: %s", discovery_describe(d->discovery));
+
+	sd_notify(false, "READY=1");
+	status_notify(d);
+	r = sd_event_loop(d->event);
+
+	discovery_free(d->discovery);
+	elided_bus_free(d);
+	elided_free_processes(d);
+	config_free(d->config);
+	sd_event_source_unref(interval_source);
+	sd_event_unref(d->event);
+	close(d->runtime_dirfd);
+	free(d->config_path);
+	free(d->config_dropin_dir);
+	free(d->runtime_dir);
+	return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,442 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * discovery.c on a real sd-event loop and a temporary runtime directory:
+ * the initial scan, inotify adds and removes, pidfd exits, and BPF when it
+ * loads (root with BTF) or its fallback when it does not.
+ *
+ * Waiting is bounded: the loop runs in 50 ms slices until the expected
+ * callback arrives or the tries run out; sleeps are never the assertion.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "discovery.h"
+#include "log.h"
+
+#define MAX_RECORDS 64
+#define SLICE_USEC (50 * 1000)
+#define MAX_SLICES 100 /* 5 s */
+
+struct record {
+	char kind; /* '+' added, '-' removed, 'e' exec, 'x' exit */
+	pid_t pid;
+	char text[64];
+};
+
+static struct {
+	struct record r[MAX_RECORDS];
+	size_t n;
+	/* Process events are recorded for these pids only (BPF sees them all). */
+	pid_t interest[4];
+} rec;
+
+static char dir[64];
+static sd_event *event;
+
+static void record(char kind, pid_t pid, const char *text)
+{
+	ck_assert_uint_lt(rec.n, MAX_RECORDS);
+	rec.r[rec.n].kind = kind;
+	rec.r[rec.n].pid = pid;
+	snprintf(rec.r[rec.n].text, sizeof(rec.r[rec.n].text), "%s", text ? text : "");
+	rec.n++;
+}
+
+static bool interesting(pid_t pid)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(rec.interest); i++)
+		if (rec.interest[i] == pid)
+			return true;
+	return false;
+}
+
+static void on_added(void *userdata, const char *name)
+{
+	record('+', 0, name);
+}
+
+static void on_removed(void *userdata, const char *name)
+{
+	record('-', 0, name);
+}
+
+static void on_exec(void *userdata, pid_t pid, const char *comm)
+{
+	if (interesting(pid))
+		record('e', pid, comm);
+}
+
+static void on_exit_(void *userdata, pid_t pid)
+{
+	if (interesting(pid))
+		record('x', pid, NULL);
+}
+
+static const struct discovery_ops ops = {
+	.segment_added = on_added,
+	.segment_removed = on_removed,
+	.process_exec = on_exec,
+	.process_exit = on_exit_,
+};
+
+static const struct record *find(char kind, pid_t pid, const char *text)
+{
+	for (size_t i = 0; i < rec.n; i++)
+		if (rec.r[i].kind == kind && (!pid || rec.r[i].pid == pid) && (!text || strcmp(rec.r[i].text, text) == 0))
+			return &rec.r[i];
+	return NULL;
+}
+
+static size_t count(char kind, pid_t pid, const char *text)
+{
+	size_t c = 0;
+
+	for (size_t i = 0; i < rec.n; i++)
+		if (rec.r[i].kind == kind && (!pid || rec.r[i].pid == pid) && (!text || strcmp(rec.r[i].text, text) == 0))
+			c++;
+	return c;
+}
+
+/* Run the loop until `n` such records arrived; false after MAX_SLICES. */
+static bool wait_count(char kind, pid_t pid, const char *text, size_t n)
+{
+	for (int i = 0; i < MAX_SLICES; i++) {
+		if (count(kind, pid, text) >= n)
+			return true;
+		ck_assert_int_ge(sd_event_run(event, SLICE_USEC), 0);
+	}
+	return count(kind, pid, text) >= n;
+}
+
+static bool wait_for(char kind, pid_t pid, const char *text)
+{
+	return wait_count(kind, pid, text, 1);
+}
+
+/* Dispatch whatever is pending now, without waiting. */
+static void drain(void)
+{
+	for (int i = 0; i < 1000; i++)
+		if (sd_event_run(event, 0) <= 0)
+			return;
+}
+
+static void touch(const char *name)
+{
+	char path[128];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+}
+
+static void rm(const char *name)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	ck_assert_int_eq(unlink(path), 0);
+}
+
+static void mv(const char *from, const char *to)
+{
+	char a[128], b[128];
+
+	snprintf(a, sizeof(a), "%s/%s", dir, from);
+	snprintf(b, sizeof(b), "%s/%s", dir, to);
+	ck_assert_int_eq(rename(a, b), 0);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static void setup(void)
+{
+	log_set_prefix("test-discovery");
+	log_set_max_priority(LOG_INFO);
+	memset(&rec, 0, sizeof(rec));
+	snprintf(dir, sizeof(dir), "/tmp/test-discovery.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_ge(sd_event_new(&event), 0);
+}
+
+static void teardown(void)
+{
+	event = sd_event_unref(event);
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A child that waits for a byte on a pipe, then execs `exe` or exits. */
+static pid_t spawn(int *release_fd, const char *exe)
+{
+	int p[2];
+	pid_t pid;
+
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char c;
+
+		close(p[1]);
+		(void)!read(p[0], &c, 1);
+		if (exe)
+			execl(exe, exe, (char *)NULL);
+		_exit(0);
+	}
+	close(p[0]);
+	*release_fd = p[1];
+	return pid;
+}
+
+/* A byte, not EOF: a sibling forked later holds a copy of this end. */
+static void release(int fd)
+{
+	ck_assert_int_eq(write(fd, "", 1), 1);
+	close(fd);
+}
+
+static void reap(pid_t pid)
+{
+	int status;
+
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+}
+
+START_TEST(test_initial_scan)
+{
+	struct discovery *d = NULL;
+	char path[128];
+
+	touch("20-7.seg");
+	touch("100-5.seg");
+	touch("x.txt");
+	touch("0-1.seg");    /* pid 0: not a segment name */
+	touch("1-2.seg.tmp");
+	/* Reported: names only; seg_read() refuses the symlink with -ELOOP. */
+	snprintf(path, sizeof(path), "%s/30-1.seg", dir);
+	ck_assert_int_eq(symlink("/etc/passwd", path), 0);
+
+	ck_assert_int_eq(discovery_new(event, dir, false, &ops, NULL, &d), 0);
+	/* Reported before discovery_new returns, sorted. */
+	ck_assert_uint_eq(rec.n, 3);
+	ck_assert_str_eq(rec.r[0].text, "100-5.seg");
+	ck_assert_str_eq(rec.r[1].text, "20-7.seg");
+	ck_assert_str_eq(rec.r[2].text, "30-1.seg");
+	for (size_t i = 0; i < 3; i++)
+		ck_assert_int_eq(rec.r[i].kind, '+');
+
+	ck_assert_int_eq(discovery_get_method(d), DISCOVERY_FALLBACK);
+	ck_assert_str_eq(discovery_describe(d), "fallback (inotify + pidfd): BPF not allowed by configuration");
+
+	/* Nothing more is pending: the scan's files produce no second report. */
+	drain();
+	ck_assert_uint_eq(rec.n, 3);
+	discovery_free(d);
+}
+END_TEST
+
+START_TEST(test_missing_dir)
+{
+	struct discovery *d = NULL;
+	char path[128], link[128];
+
+	snprintf(path, sizeof(path), "%s/nope", dir);
+	ck_assert_int_eq(discovery_new(event, path, false, &ops, NULL, &d), -ENOENT);
+	ck_assert_ptr_null(d);
+
+	/* The runtime directory itself must not be a symlink. */
+	snprintf(link, sizeof(link), "%s/link", dir);
+	ck_assert_int_eq(symlink(dir, link), 0);
+	ck_assert_int_lt(discovery_new(event, link, false, &ops, NULL, &d), 0);
+	ck_assert_ptr_null(d);
+}
+END_TEST
+
+START_TEST(test_create_remove)
+{
+	struct discovery *d = NULL;
+
+	ck_assert_int_eq(discovery_new(event, dir, false, &ops, NULL, &d), 0);
+	ck_assert_uint_eq(rec.n, 0);
+
+	/* Ignored names go first: had they been reported, they would be seen. */
+	touch("x.txt");
+	touch("42-1.seg");
+	ck_assert(wait_for('+', 0, "42-1.seg"));
+	ck_assert_uint_eq(rec.n, 1);
+
+	touch("tmp");
+	mv("tmp", "43-2.seg");
+	ck_assert(wait_for('+', 0, "43-2.seg"));
+
+	rm("42-1.seg");
+	ck_assert(wait_for('-', 0, "42-1.seg"));
+
+	mv("43-2.seg", "gone");
+	ck_assert(wait_for('-', 0, "43-2.seg"));
+
+	/* exec: libelide replaces its file under the same name. */
+	touch("44-3.seg");
+	rm("44-3.seg");
+	touch("44-3.seg");
+	ck_assert(wait_count('+', 0, "44-3.seg", 2));
+	ck_assert_uint_eq(count('-', 0, "44-3.seg"), 1);
+
+	drain();
+	ck_assert_uint_eq(count('+', 0, NULL), 4);
+	ck_assert_uint_eq(count('-', 0, NULL), 3);
+	ck_assert_ptr_null(find('+', 0, "x.txt"));
+	ck_assert_ptr_null(find('+', 0, "tmp"));
+	discovery_free(d);
+}
+END_TEST
+
+START_TEST(test_pidfd_exit)
+{
+	struct discovery *d = NULL;
+	pid_t child;
+	int release_fd;
+
+	ck_assert_int_eq(discovery_new(event, dir, false, &ops, NULL, &d), 0);
+	child = spawn(&release_fd, NULL);
+	rec.interest[0] = child;
+
+	ck_assert_int_eq(discovery_watch_pid(d, child), 0);
+	ck_assert_int_eq(discovery_watch_pid(d, child), 0); /* idempotent */
+	drain();
+	ck_assert_ptr_null(find('x', child, NULL));
+
+	release(release_fd);
+	ck_assert(wait_for('x', child, NULL));
+	drain();
+	ck_assert_uint_eq(count('x', child, NULL), 1);
+	reap(child);
+
+	/* Reaped: nothing left to watch. */
+	ck_assert_int_eq(discovery_watch_pid(d, child), -ESRCH);
+	ck_assert_int_eq(discovery_watch_pid(d, 0), -EINVAL);
+	discovery_free(d);
+}
+END_TEST
+
+START_TEST(test_pidfd_unwatch)
+{
+	struct discovery *d = NULL;
+	pid_t a, b;
+	int release_a, release_b;
+
+	ck_assert_int_eq(discovery_new(event, dir, false, &ops, NULL, &d), 0);
+	a = spawn(&release_a, NULL);
+	b = spawn(&release_b, NULL);
+	rec.interest[0] = a;
+	rec.interest[1] = b;
+
+	ck_assert_int_eq(discovery_watch_pid(d, a), 0);
+	ck_assert_int_eq(discovery_watch_pid(d, b), 0);
+	discovery_unwatch_pid(d, a);
+	discovery_unwatch_pid(d, 12345678); /* not watched: no-op */
+
+	/* a is dead (and reaped) before b exits: had its pidfd stayed, it
+	 * would be readable by the time b's exit is dispatched. */
+	release(release_a);
+	reap(a);
+	release(release_b);
+	ck_assert(wait_for('x', b, NULL));
+	drain();
+	ck_assert_ptr_null(find('x', a, NULL));
+	reap(b);
+
+	/* A watch may be freed with the object while still pending. */
+	a = spawn(&release_a, NULL);
+	ck_assert_int_eq(discovery_watch_pid(d, a), 0);
+	discovery_free(d);
+	release(release_a);
+	reap(a);
+}
+END_TEST
+
+/* Passes as root with BTF (BPF) and elsewhere (fallback): checks whichever ran. */
+START_TEST(test_bpf_or_fallback)
+{
+	static const char prefix[] = "fallback (inotify + pidfd): ";
+	struct discovery *d = NULL;
+	const char *desc;
+	pid_t child;
+	int release_fd;
+
+	ck_assert_int_eq(discovery_new(event, dir, true, &ops, NULL, &d), 0);
+	desc = discovery_describe(d);
+	ck_assert_ptr_nonnull(desc);
+	fprintf(stderr, "test-discovery: method: %s\n", desc);
+
+	child = spawn(&release_fd, "/bin/true");
+	rec.interest[0] = child;
+
+	if (discovery_get_method(d) == DISCOVERY_BPF) {
+		ck_assert_str_eq(desc, "bpf (sched_process_exec/exit tracepoints, ring buffer)");
+		/* Every process is seen: no watch needed. */
+		ck_assert_int_eq(discovery_watch_pid(d, child), 0);
+		release(release_fd);
+		ck_assert(wait_for('e', child, "true"));
+		ck_assert(wait_for('x', child, NULL));
+	} else {
+		ck_assert_int_eq(discovery_get_method(d), DISCOVERY_FALLBACK);
+		ck_assert_int_eq(strncmp(desc, prefix, strlen(prefix)), 0);
+		ck_assert_uint_gt(strlen(desc), strlen(prefix));
+		ck_assert_int_eq(discovery_watch_pid(d, child), 0);
+		release(release_fd);
+		ck_assert(wait_for('x', child, NULL));
+		ck_assert_ptr_null(find('e', child, NULL));
+	}
+	drain();
+	ck_assert_uint_eq(count('x', child, NULL), 1);
+	reap(child);
+
+	/* Segments work the same either way. */
+	touch("77-1.seg");
+	ck_assert(wait_for('+', 0, "77-1.seg"));
+	discovery_free(d);
+}
+END_TEST
+
+static Suite *discovery_suite(void)
+{
+	Suite *s = suite_create("discovery");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_initial_scan);
+	tcase_add_test(tc, test_missing_dir);
+	tcase_add_test(tc, test_create_remove);
+	tcase_add_test(tc, test_pidfd_exit);
+	tcase_add_test(tc, test_pidfd_unwatch);
+	tcase_add_test(tc, test_bpf_or_fallback);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(discovery_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
