@@ -157,7 +157,20 @@ struct elide_seg_control {
 	uint32_t skip;                /* 0 = keep */
 	uint32_t skip_max;            /* 0 = keep */
 	uint32_t abort_ratio_ppm;     /* 0 = keep; else ratio * 1e6, 1..1000000 */
-	uint8_t reserved[ELIDE_SEG_CONTROL_SIZE - 8 - 4 * 6];
+	uint32_t mode_source;         /* enum elide_seg_source of `mode`; libelide ignores it */
+	uint8_t reserved[ELIDE_SEG_CONTROL_SIZE - 8 - 4 * 7];
+};
+
+/*
+ * Why elided decided something (control.mode_source, lock.ctl_source): lets
+ * a restarted elided tell a runtime override (elidectl set) from what its
+ * configuration says, so overrides survive daemon restarts.
+ */
+enum elide_seg_source {
+	ELIDE_SEG_SOURCE_NONE = 0,
+	ELIDE_SEG_SOURCE_CONFIG = 1,    /* the configuration's rules */
+	ELIDE_SEG_SOURCE_OVERRIDE = 2,  /* elidectl set, until reset or exit */
+	ELIDE_SEG_SOURCE_ADAPTATION = 3, /* elided's long-window cut-off */
 };
 
 /* lock.ctl_policy, written by elided: 0 = no decision, else elide_policy + 1 */
@@ -173,12 +186,14 @@ struct elide_seg_lock {
 	char name[ELIDE_SEG_NAME_MAX]; /* from elide.h, NUL-terminated, or empty */
 	uint64_t stats[ELIDE_SEG_NSTATS];
 	uint32_t ctl_policy;          /* elided's decision for this lock */
-	uint32_t ctl_reserved;
+	uint32_t ctl_source;          /* enum elide_seg_source of ctl_policy */
 	uint64_t reserved[6];
 };
 
 _Static_assert(sizeof(struct elide_seg_header) == ELIDE_SEG_HEADER_SIZE, "segment header size");
 _Static_assert(sizeof(struct elide_seg_control) == ELIDE_SEG_CONTROL_SIZE, "segment control size");
 _Static_assert(sizeof(struct elide_seg_lock) == 256, "segment lock entry size");
+_Static_assert(__builtin_offsetof(struct elide_seg_lock, ctl_source) ==
+	       __builtin_offsetof(struct elide_seg_lock, ctl_policy) + 4, "ctl_policy and ctl_source are written together");
 
 #endif

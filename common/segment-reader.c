@@ -594,9 +594,10 @@ int seg_write_control(int dirfd, const char *name, const struct elide_seg_contro
 }
 
 int seg_write_lock_policy(int dirfd, const char *name, uint32_t index, uint32_t ctl_policy,
-			  char *err, size_t errlen)
+			  uint32_t ctl_source, char *err, size_t errlen)
 {
 	struct elide_seg_header h;
+	uint32_t pair[2] = { ctl_policy, ctl_source };
 	uint64_t off;
 	int r;
 
@@ -605,6 +606,9 @@ int seg_write_lock_policy(int dirfd, const char *name, uint32_t index, uint32_t 
 	if (ctl_policy > ELIDE_POLICY_NEVER + 1)
 		return seg_error(err, errlen, -EINVAL, name ? name : "(null)",
 				 "ctl_policy %u out of range 0..%u", ctl_policy, ELIDE_POLICY_NEVER + 1);
+	if (ctl_source > ELIDE_SEG_SOURCE_ADAPTATION)
+		return seg_error(err, errlen, -EINVAL, name ? name : "(null)", "ctl_source %u out of range 0..%u",
+				 ctl_source, ELIDE_SEG_SOURCE_ADAPTATION);
 	_cleanup_close_ int fd = seg_open_write(dirfd, name, &h, err, errlen);
 	if (fd < 0)
 		return fd;
@@ -613,7 +617,8 @@ int seg_write_lock_policy(int dirfd, const char *name, uint32_t index, uint32_t 
 				 index, h.lock_capacity);
 	off = h.locks_offset + (uint64_t)index * sizeof(struct elide_seg_lock) +
 	      offsetof(struct elide_seg_lock, ctl_policy);
-	r = pwrite_all(fd, &ctl_policy, sizeof(ctl_policy), off);
+	/* ctl_policy and ctl_source are adjacent: one write. */
+	r = pwrite_all(fd, pair, sizeof(pair), off);
 	if (r < 0)
 		return seg_error(err, errlen, r, name, "cannot write lock entry %u: %m", index);
 	return 0;

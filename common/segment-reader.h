@@ -88,7 +88,7 @@ void seg_snapshot_free(struct seg_snapshot *snap);
 int seg_write_control(int dirfd, const char *name, const struct elide_seg_control *control,
 		      char *err, size_t errlen);
 int seg_write_lock_policy(int dirfd, const char *name, uint32_t index, uint32_t ctl_policy,
-			  char *err, size_t errlen);
+			  uint32_t ctl_source, char *err, size_t errlen);
 
 /* Names for the enums, "?" for out-of-range values. */
 const char *seg_kind_to_string(uint32_t kind);

@@ -238,7 +238,7 @@ static int scan_dir(struct discovery *d, struct name_set *ret)
  */
 static int rescan(struct discovery *d)
 {
-	struct name_set now;
+	struct name_set now = { 0 };
 	size_t i;
 	int r;
 
@@ -462,16 +462,23 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	char buf[512];
 	size_t n;
 
+	const char *msg = buf;
+
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	n = strlen(buf);
 	while (n > 0 && buf[n - 1] == '\n')
 		buf[--n] = '\0';
+	/* Most of its messages carry their own prefix already. */
+	if (strncmp(msg, "libbpf: ", 8) == 0) {
+		msg += 8;
+		n -= 8;
+	}
 	if (level == LIBBPF_WARN) {
 		n = n < sizeof(libbpf_last_warning) ? n : sizeof(libbpf_last_warning) - 1;
-		memcpy(libbpf_last_warning, buf, n);
+		memcpy(libbpf_last_warning, msg, n);
 		libbpf_last_warning[n] = '\0';
 	}
-	log_debug("libbpf: %s", buf);
+	log_debug("libbpf: %s", msg);
 	return 0;
 }
 
@@ -549,6 +556,13 @@ static int bpf_setup(struct discovery *d)
 	}
 	step = "attach";
 	r = procwatch_bpf__attach(d->skel);
+	if (r == -ENOENT && access("/sys/kernel/tracing/events", F_OK) < 0 &&
+	    access("/sys/kernel/debug/tracing/events", F_OK) < 0) {
+		/* "tp/" programs find their tracepoint ids in tracefs; systemd
+		 * mounts it, bare containers often do not. */
+		snprintf(libbpf_last_warning, sizeof(libbpf_last_warning),
+			 "tracefs is not mounted at /sys/kernel/tracing");
+	}
 	if (r < 0)
 		goto fail;
 	step = "open the ring buffer of";
@@ -571,7 +585,7 @@ static int bpf_setup(struct discovery *d)
 fail:
 	bpf_teardown(d);
 	if (libbpf_last_warning[0])
-		snprintf(d->description, sizeof(d->description), FALLBACK_PREFIX "cannot %s the BPF program: %s (libbpf: %s)",
+		snprintf(d->description, sizeof(d->description), FALLBACK_PREFIX "cannot %s the BPF program: %s (%s)",
 			 step, strerror(-r), libbpf_last_warning);
 	else
 		snprintf(d->description, sizeof(d->description), FALLBACK_PREFIX "cannot %s the BPF program: %s",

@@ -234,7 +234,7 @@ static void long_window_adapt(const struct tracked_process *p, struct lock_view 
 {
 	const struct policy_knobs *k = &p->decision.knobs;
 	uint64_t min_aborts = k->min_aborts ? k->min_aborts : 1000;
-	double ratio = k->max_abort_ratio > 0 ? k->max_abort_ratio : 0.5;
+	double ratio = k->max_abort_ratio >= 0 ? k->max_abort_ratio : 0.5;
 
 	if (v->daemon_off) {
 		if (v->backoff_left > 0 && --v->backoff_left > 0)
@@ -301,8 +301,11 @@ static void push_decisions(struct elided *d, struct tracked_process *p, const st
 	c.contention = k->contention;
 	c.skip = k->skip;
 	c.skip_max = k->skip_max;
-	if (k->max_abort_ratio > 0)
-		c.abort_ratio_ppm = (uint32_t)(k->max_abort_ratio * 1e6);
+	/* 0 in the control block means "keep": a configured 0.0 becomes 1 ppm. */
+	if (k->max_abort_ratio >= 0)
+		c.abort_ratio_ppm = k->max_abort_ratio * 1e6 < 1 ? 1 : (uint32_t)(k->max_abort_ratio * 1e6);
+	c.mode_source = p->override != POLICY_MODE_UNSET ? ELIDE_SEG_SOURCE_OVERRIDE :
+			c.mode != ELIDE_SEG_MODE_NONE ? ELIDE_SEG_SOURCE_CONFIG : ELIDE_SEG_SOURCE_NONE;
 	if (!p->control_valid || memcmp(&c.mode, &p->control_written.mode,
 					sizeof(c) - offsetof(struct elide_seg_control, mode))) {
 		r = seg_write_control(d->runtime_dirfd, p->seg_name, &c, err, sizeof(err));
@@ -319,7 +322,7 @@ static void push_decisions(struct elided *d, struct tracked_process *p, const st
 		const struct seg_lock_snapshot *ls = &snap->locks[i];
 		struct lock_view *v = find_view(p, ls->index);
 		enum policy_mode lm = POLICY_MODE_UNSET;
-		uint32_t want;
+		uint32_t want, source = ELIDE_SEG_SOURCE_NONE;
 
 		if (!v || ls->lock.kind == ELIDE_SEG_KIND_OVERFLOW)
 			continue;
@@ -327,19 +330,76 @@ static void push_decisions(struct elided *d, struct tracked_process *p, const st
 		if (mode == POLICY_MODE_ADAPTIVE && v->rule_mode == POLICY_MODE_UNSET &&
 		    v->override == POLICY_MODE_UNSET)
 			long_window_adapt(p, v);
-		if (v->override != POLICY_MODE_UNSET)
+		if (v->override != POLICY_MODE_UNSET) {
 			lm = v->override;
-		else if (v->rule_mode != POLICY_MODE_UNSET)
+			source = ELIDE_SEG_SOURCE_OVERRIDE;
+		} else if (v->rule_mode != POLICY_MODE_UNSET) {
 			lm = v->rule_mode;
-		else if (v->daemon_off)
+			source = ELIDE_SEG_SOURCE_CONFIG;
+		} else if (v->daemon_off) {
 			lm = POLICY_MODE_OFF;
+			source = ELIDE_SEG_SOURCE_ADAPTATION;
+		}
 		want = ctl_policy_of(lm);
-		if (want == ls->lock.ctl_policy)
+		if (want == ls->lock.ctl_policy && source == ls->lock.ctl_source)
 			continue;
-		r = seg_write_lock_policy(d->runtime_dirfd, p->seg_name, ls->index, want, err, sizeof(err));
+		r = seg_write_lock_policy(d->runtime_dirfd, p->seg_name, ls->index, want, source, err, sizeof(err));
 		if (r < 0) {
 			snprintf(p->last_error, sizeof(p->last_error), "%s", err);
 			log_warning("pid %d: cannot write a lock decision: %s", (int)p->pid, err);
+		}
+	}
+}
+
+static enum policy_mode mode_of_seg(uint32_t m)
+{
+	switch (m) {
+	case ELIDE_SEG_MODE_ADAPTIVE:
+		return POLICY_MODE_ADAPTIVE;
+	case ELIDE_SEG_MODE_ON:
+		return POLICY_MODE_ON;
+	case ELIDE_SEG_MODE_OFF:
+		return POLICY_MODE_OFF;
+	default:
+		return POLICY_MODE_UNSET;
+	}
+}
+
+static enum policy_mode mode_of_ctl(uint32_t ctl)
+{
+	switch (ctl) {
+	case ELIDE_POLICY_ADAPTIVE + 1:
+		return POLICY_MODE_ADAPTIVE;
+	case ELIDE_POLICY_ALWAYS + 1:
+		return POLICY_MODE_ON;
+	case ELIDE_POLICY_NEVER + 1:
+		return POLICY_MODE_OFF;
+	default:
+		return POLICY_MODE_UNSET;
+	}
+}
+
+/*
+ * The first read of a process this daemon instance sees: decisions an
+ * earlier instance made at runtime live on in the segment (marked by their
+ * source), so a restarted daemon keeps them instead of reverting to the
+ * configuration.
+ */
+static void restore_decisions(struct tracked_process *p, const struct seg_snapshot *snap)
+{
+	if (snap->control.mode_source == ELIDE_SEG_SOURCE_OVERRIDE)
+		p->override = mode_of_seg(snap->control.mode);
+	for (uint32_t i = 0; i < snap->nlocks; i++) {
+		const struct elide_seg_lock *e = &snap->locks[i].lock;
+		struct lock_view *v = find_view(p, snap->locks[i].index);
+
+		if (!v)
+			continue;
+		if (e->ctl_source == ELIDE_SEG_SOURCE_OVERRIDE)
+			v->override = mode_of_ctl(e->ctl_policy);
+		else if (e->ctl_source == ELIDE_SEG_SOURCE_ADAPTATION && e->ctl_policy == ELIDE_POLICY_NEVER + 1) {
+			v->daemon_off = true;
+			v->backoff_intervals = v->backoff_left = 1;
 		}
 	}
 }
@@ -373,6 +433,8 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	dt = p->last_sample_ns ? (double)(t - p->last_sample_ns) / 1e9 : 0;
 	r = merge_locks(p, snap, dt);
 	if (r == 0) {
+		if (!p->last_sample_ns)
+			restore_decisions(p, snap);
 		p->last_sample_ns = t;
 		if (dt > 0)
 			record_history(p, t);
@@ -497,30 +559,38 @@ void elided_refresh_all(struct elided *d)
 
 /* ---- overrides ------------------------------------------------------- */
 
-static struct lock_view *find_lock_by_name(struct tracked_process *p, const char *lock)
+/* Does view v answer to `lock`: its name, "#INDEX" or "0xADDRESS"? */
+static bool lock_matches(const struct lock_view *v, const char *lock)
 {
-	for (size_t i = 0; i < p->nlocks; i++)
-		if (!strcmp(p->locks[i].name, lock))
-			return &p->locks[i];
-	/* "#INDEX" and "0xADDRESS" name a lock exactly too. */
-	for (size_t i = 0; i < p->nlocks; i++) {
-		char buf[32];
+	char buf[32];
 
-		snprintf(buf, sizeof(buf), "#%u", p->locks[i].index);
-		if (!strcmp(buf, lock))
-			return &p->locks[i];
-		snprintf(buf, sizeof(buf), "0x%" PRIx64, p->locks[i].addr);
-		if (!strcmp(buf, lock))
-			return &p->locks[i];
+	if (!strcmp(v->name, lock))
+		return true;
+	snprintf(buf, sizeof(buf), "#%u", v->index);
+	if (!strcmp(buf, lock))
+		return true;
+	snprintf(buf, sizeof(buf), "0x%" PRIx64, v->addr);
+	return !strcmp(buf, lock);
+}
+
+/* Set (or with UNSET clear) the override of every entry that answers to
+ * `lock`: an rwlock has two, its read and its write side. */
+static int override_locks(struct tracked_process *p, const char *lock, enum policy_mode mode)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < p->nlocks; i++) {
+		if (p->locks[i].kind == ELIDE_SEG_KIND_OVERFLOW || !lock_matches(&p->locks[i], lock))
+			continue;
+		p->locks[i].override = mode;
+		n++;
 	}
-	return NULL;
+	return n;
 }
 
 int elided_set_override(struct elided *d, struct tracked_process *p, const char *lock, enum policy_mode mode,
 			char *err, size_t errlen)
 {
-	struct lock_view *v;
-
 	if (mode == POLICY_MODE_UNSET) {
 		snprintf(err, errlen, "invalid mode");
 		return -EINVAL;
@@ -529,13 +599,11 @@ int elided_set_override(struct elided *d, struct tracked_process *p, const char 
 		p->override = mode;
 		log_info("pid %d: mode %s set at runtime", (int)p->pid, policy_mode_to_string(mode));
 	} else {
-		v = find_lock_by_name(p, lock);
-		if (!v) {
+		if (override_locks(p, lock, mode) == 0) {
 			snprintf(err, errlen, "pid %d has no lock named '%s'", (int)p->pid, lock);
 			return -ENOENT;
 		}
-		v->override = mode;
-		log_info("pid %d: lock %s set to %s at runtime", (int)p->pid, v->name, policy_mode_to_string(mode));
+		log_info("pid %d: lock %s set to %s at runtime", (int)p->pid, lock, policy_mode_to_string(mode));
 	}
 	/* Push now rather than at the next interval. */
 	refresh_process(d, p);
@@ -544,19 +612,14 @@ int elided_set_override(struct elided *d, struct tracked_process *p, const char 
 
 int elided_reset_override(struct elided *d, struct tracked_process *p, const char *lock, char *err, size_t errlen)
 {
-	struct lock_view *v;
-
 	if (!lock) {
 		p->override = POLICY_MODE_UNSET;
 		for (size_t i = 0; i < p->nlocks; i++)
 			p->locks[i].override = POLICY_MODE_UNSET;
-	} else {
-		v = find_lock_by_name(p, lock);
-		if (!v) {
-			snprintf(err, errlen, "pid %d has no lock named '%s'", (int)p->pid, lock);
-			return -ENOENT;
-		}
-		v->override = POLICY_MODE_UNSET;
+		log_info("pid %d: runtime policy reset", (int)p->pid);
+	} else if (override_locks(p, lock, POLICY_MODE_UNSET) == 0) {
+		snprintf(err, errlen, "pid %d has no lock named '%s'", (int)p->pid, lock);
+		return -ENOENT;
 	}
 	refresh_process(d, p);
 	return 0;

@@ -3,8 +3,8 @@ if HAVE_CHECK
 UNIT_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -I$(top_srcdir)/libelide
 UNIT_LDADD = $(CHECK_LIBS)
 
-check_PROGRAMS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader
-TESTS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader
+check_PROGRAMS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery
+TESTS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery
 
 tests_unit_test_log_SOURCES = tests/unit/test-log.c common/log.c
 tests_unit_test_log_CFLAGS = $(UNIT_CFLAGS)
@@ -29,4 +29,13 @@ tests_unit_test_elfsym_LDADD = $(UNIT_LDADD)
 tests_unit_test_segment_reader_SOURCES = tests/unit/test-segment-reader.c common/segment-reader.c
 tests_unit_test_segment_reader_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_segment_reader_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_config_SOURCES = tests/unit/test-config.c elided/config.c
+tests_unit_test_config_CFLAGS = $(UNIT_CFLAGS) $(LIBCONFIG_CFLAGS) -I$(top_srcdir)/elided
+tests_unit_test_config_LDADD = $(UNIT_LDADD) $(LIBCONFIG_LIBS)
+
+tests_unit_test_discovery_SOURCES = tests/unit/test-discovery.c elided/discovery.c common/segment-reader.c common/log.c
+tests_unit_test_discovery_CFLAGS = $(UNIT_CFLAGS) $(SYSTEMD_CFLAGS) $(LIBBPF_CFLAGS) -I$(top_srcdir)/elided \
+	-I$(srcdir)/elided/bpf -I$(builddir)/elided/bpf
+tests_unit_test_discovery_LDADD = $(UNIT_LDADD) $(SYSTEMD_LIBS) $(LIBBPF_LIBS)
 endif

@@ -584,7 +584,7 @@ START_TEST(test_shipped_example)
 }
 END_TEST
 
-static int rm_entry(const char *p, const struct stat *st, int type, struct FTW *ftw)
+static int rm_entry(const char *p, _unused_ const struct stat *st, _unused_ int type, _unused_ struct FTW *ftw)
 {
 	return remove(p);
 }

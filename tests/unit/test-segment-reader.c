@@ -635,22 +635,26 @@ START_TEST(test_write_lock_policy)
 	char err[SEG_ERR_MAX];
 
 	seg_write(&s);
-	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 3, ELIDE_POLICY_NEVER + 1, err, sizeof(err)), 0);
-	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 7, ELIDE_POLICY_ALWAYS + 1, err, sizeof(err)), 0);
+	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 3, ELIDE_POLICY_NEVER + 1, ELIDE_SEG_SOURCE_OVERRIDE, err, sizeof(err)), 0);
+	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 7, ELIDE_POLICY_ALWAYS + 1, ELIDE_SEG_SOURCE_OVERRIDE, err, sizeof(err)), 0);
 	snap = read_ok(s.name, 0);
 	ck_assert_uint_eq(snap->nlocks, 4);
 	ck_assert_uint_eq(snap->locks[2].index, 3);
 	ck_assert_uint_eq(snap->locks[2].lock.ctl_policy, ELIDE_POLICY_NEVER + 1);
-	/* Only ctl_policy changed. */
+	ck_assert_uint_eq(snap->locks[2].lock.ctl_source, ELIDE_SEG_SOURCE_OVERRIDE);
+	/* Only ctl_policy and ctl_source changed. */
 	ent(&s, 3)->ctl_policy = ELIDE_POLICY_NEVER + 1;
+	ent(&s, 3)->ctl_source = ELIDE_SEG_SOURCE_OVERRIDE;
 	ck_assert_mem_eq(&snap->locks[2].lock, ent(&s, 3), sizeof(struct elide_seg_lock));
 	ck_assert_mem_eq(&snap->locks[1].lock, ent(&s, 2), sizeof(struct elide_seg_lock));
 	seg_snapshot_free(snap);
 
-	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 8, 1, err, sizeof(err)), -ERANGE);
+	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 8, 1, ELIDE_SEG_SOURCE_OVERRIDE, err, sizeof(err)), -ERANGE);
+	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 2, 1, 9, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "ctl_source"));
 	ck_assert_ptr_nonnull(strstr(err, "lock_capacity"));
-	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, UINT32_MAX, 1, err, sizeof(err)), -ERANGE);
-	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 2, 4, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, UINT32_MAX, 1, ELIDE_SEG_SOURCE_OVERRIDE, err, sizeof(err)), -ERANGE);
+	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 2, 4, ELIDE_SEG_SOURCE_OVERRIDE, err, sizeof(err)), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "ctl_policy"));
 	seg_done(&s);
 }

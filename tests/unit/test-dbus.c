@@ -1,0 +1,1147 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * elided/dbus.c against a private dbus-daemon, without the rest of the
+ * daemon: a fake struct elided with two processes (one of ours, one of
+ * uid + 1), stubs for what dbus.c calls in process.c/main.c, the server's
+ * sd-event loop in a thread and a second connection calling every method.
+ *
+ * The bus runs with a system-bus-like policy (method calls denied by
+ * default) plus systemd/org.elide.elided1.conf, so the policy file is
+ * tested too.  Run as root, a forked child drops to uid 1 to check what an
+ * unprivileged caller sees.  Exits 77 when dbus-daemon is missing.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "dbus.h"
+#include "discovery.h"
+#include "elided.h"
+#include "macros.h"
+
+#define PID_A 4242      /* ours */
+#define PID_B 4343      /* uid + 1 */
+#define TIMEOUT_USEC (5ULL * 1000000ULL)
+
+static char bus_dir[] = "/tmp/test-dbus-XXXXXX";
+static char bus_address[512];
+static pid_t bus_pid = -1;
+
+/* ---- stubs for process.c / main.c / config.c / discovery.c -------------- */
+
+static struct {
+	int set, reset, reload;
+	char lock[64];          /* last lock argument, "" for the process */
+	enum policy_mode mode;
+	bool reload_fails;
+} calls;
+
+struct tracked_process *elided_find_process(struct elided *d, pid_t pid)
+{
+	for (struct tracked_process *p = d->processes; p; p = p->next)
+		if (p->pid == pid)
+			return p;
+	return NULL;
+}
+
+/* Magic lock names make the stubs fail the ways process.c can. */
+static int stub_lock(struct tracked_process *p, const char *lock, struct lock_view **ret, char *err, size_t errlen)
+{
+	if (!strcmp(lock, "eperm")) {
+		snprintf(err, errlen, "segment owner changed");
+		return -EPERM;
+	}
+	if (!strcmp(lock, "eio")) {
+		snprintf(err, errlen, "cannot write control block: disk on fire");
+		return -EIO;
+	}
+	for (size_t i = 0; i < p->nlocks; i++)
+		if (!strcmp(p->locks[i].name, lock)) {
+			*ret = &p->locks[i];
+			return 0;
+		}
+	snprintf(err, errlen, "pid %d has no lock named '%s'", (int)p->pid, lock);
+	return -ENOENT;
+}
+
+int elided_set_override(struct elided *d, struct tracked_process *p, const char *lock, enum policy_mode mode,
+			char *err, size_t errlen)
+{
+	struct lock_view *v;
+	int r;
+
+	calls.set++;
+	snprintf(calls.lock, sizeof(calls.lock), "%s", lock ? lock : "");
+	calls.mode = mode;
+	if (!lock) {
+		p->override = mode;
+		return 0;
+	}
+	r = stub_lock(p, lock, &v, err, errlen);
+	if (r < 0)
+		return r;
+	v->override = mode;
+	return 0;
+}
+
+int elided_reset_override(struct elided *d, struct tracked_process *p, const char *lock, char *err, size_t errlen)
+{
+	struct lock_view *v;
+	int r;
+
+	calls.reset++;
+	snprintf(calls.lock, sizeof(calls.lock), "%s", lock ? lock : "");
+	if (!lock) {
+		p->override = POLICY_MODE_UNSET;
+		for (size_t i = 0; i < p->nlocks; i++)
+			p->locks[i].override = POLICY_MODE_UNSET;
+		return 0;
+	}
+	r = stub_lock(p, lock, &v, err, errlen);
+	if (r < 0)
+		return r;
+	v->override = POLICY_MODE_UNSET;
+	return 0;
+}
+
+int elided_reload(struct elided *d, char *err, size_t errlen)
+{
+	calls.reload++;
+	if (calls.reload_fails) {
+		snprintf(err, errlen, "/etc/elide.conf:3: unknown setting 'bogus'");
+		return -EINVAL;
+	}
+	snprintf(d->last_reload, sizeof(d->last_reload), "ok at reload %d", calls.reload);
+	return 0;
+}
+
+void elided_status_line(struct elided *d, char *buf, size_t size)
+{
+	snprintf(buf, size, "%zu processes, test status", d->nprocesses);
+}
+
+const char *discovery_describe(const struct discovery *disc)
+{
+	return "fallback (inotify+pidfd): test";
+}
+
+const char *policy_mode_to_string(enum policy_mode mode)
+{
+	switch (mode) {
+	case POLICY_MODE_ADAPTIVE:
+		return "adaptive";
+	case POLICY_MODE_ON:
+		return "on";
+	case POLICY_MODE_OFF:
+		return "off";
+	default:
+		return "unset";
+	}
+}
+
+int policy_mode_from_string(const char *s, enum policy_mode *ret)
+{
+	if (!strcmp(s, "adaptive"))
+		*ret = POLICY_MODE_ADAPTIVE;
+	else if (!strcmp(s, "on"))
+		*ret = POLICY_MODE_ON;
+	else if (!strcmp(s, "off"))
+		*ret = POLICY_MODE_OFF;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* ---- the fake daemon ----------------------------------------------------- */
+
+static struct elided d;
+static struct tracked_process proc_a, proc_b;
+static struct lock_view locks_a[2], locks_b[1];
+static struct elide_config config;
+static char config_file0[] = "/etc/elide.conf", config_file1[] = "/etc/elide.conf.d/10-test.conf";
+static char runtime_dir[] = "/run/elide-test";
+static long fake_discovery[4]; /* only passed to the discovery_describe stub */
+static pthread_t server_thread;
+static atomic_bool server_stop;
+static bool server_running;
+static sd_bus *client;
+
+static void fill_state(void)
+{
+	struct lock_view *l;
+
+	memset(&calls, 0, sizeof(calls));
+	memset(&d, 0, sizeof(d));
+	memset(&proc_a, 0, sizeof(proc_a));
+	memset(&proc_b, 0, sizeof(proc_b));
+	memset(locks_a, 0, sizeof(locks_a));
+	memset(locks_b, 0, sizeof(locks_b));
+	memset(&config, 0, sizeof(config));
+
+	config.interval = 1.0;
+	config.files[0] = config_file0;
+	config.files[1] = config_file1;
+	config.nfiles = 2;
+
+	l = &locks_a[0];
+	l->index = 2;
+	l->kind = ELIDE_SEG_KIND_MUTEX;
+	l->state = ELIDE_SEG_STATE_ELIDING;
+	l->reason = ELIDE_SEG_REASON_CONTENDED;
+	snprintf(l->name, sizeof(l->name), "stats_lock");
+	snprintf(l->function, sizeof(l->function), "do_stats");
+	snprintf(l->callsite_text, sizeof(l->callsite_text), "do_stats+0x12 (memcached)");
+	l->totals[ELIDE_SEG_STAT_ACQUIRED] = 1000;
+	l->totals[ELIDE_SEG_STAT_ATTEMPTS] = 900;
+	l->totals[ELIDE_SEG_STAT_COMMITS] = 800;
+	l->totals[ELIDE_SEG_STAT_FALLBACKS] = 50;
+	l->totals[ELIDE_SEG_STAT_CONTENDED] = 70;
+	l->totals[ELIDE_SEG_STAT_CYCLES_LOST] = 12345;
+	l->totals[ELIDE_SEG_STAT_ABORT_CONFLICT] = 60;
+	l->totals[ELIDE_SEG_STAT_ABORT_CAPACITY] = 30;
+	l->totals[ELIDE_SEG_STAT_ABORT_BUSY] = 5;
+	l->totals[ELIDE_SEG_STAT_ABORT_EXPLICIT] = 3;
+	l->totals[ELIDE_SEG_STAT_ABORT_RETRY] = 1;
+	l->totals[ELIDE_SEG_STAT_ABORT_OTHER] = 1;
+	l->rates[ELIDE_SEG_STAT_ACQUIRED] = 100;
+	l->rates[ELIDE_SEG_STAT_ATTEMPTS] = 90;
+	l->rates[ELIDE_SEG_STAT_COMMITS] = 80;
+	l->rates[ELIDE_SEG_STAT_ABORT_CONFLICT] = 6;
+	l->rates[ELIDE_SEG_STAT_ABORT_CAPACITY] = 3;
+	l->rates[ELIDE_SEG_STAT_ABORT_BUSY] = 1;
+	l->rates[ELIDE_SEG_STAT_CYCLES_LOST] = 1000;
+
+	l = &locks_a[1];
+	l->index = 3;
+	l->kind = ELIDE_SEG_KIND_RWLOCK_READ;
+	l->state = ELIDE_SEG_STATE_OFF_ADAPT;
+	l->reason = ELIDE_SEG_REASON_ABORTS;
+	snprintf(l->name, sizeof(l->name), "cache_lock");
+	l->override = POLICY_MODE_OFF;
+	l->rates[ELIDE_SEG_STAT_ACQUIRED] = 50;
+	l->rates[ELIDE_SEG_STAT_ATTEMPTS] = 10;
+	l->rates[ELIDE_SEG_STAT_COMMITS] = 2;
+	l->rates[ELIDE_SEG_STAT_ABORT_OTHER] = 8;
+	l->rates[ELIDE_SEG_STAT_CYCLES_LOST] = 500;
+
+	proc_a.pid = PID_A;
+	proc_a.uid = getuid();
+	proc_a.start_time = 123456;
+	snprintf(proc_a.exe, sizeof(proc_a.exe), "/usr/bin/memcached");
+	snprintf(proc_a.comm, sizeof(proc_a.comm), "memcached");
+	snprintf(proc_a.unit, sizeof(proc_a.unit), "memcached.service");
+	proc_a.elision = ELIDE_SEG_ELISION_ON;
+	proc_a.decision.mode = POLICY_MODE_ADAPTIVE;
+	proc_a.locks = locks_a;
+	proc_a.nlocks = 2;
+	/* Three points in a ring that has wrapped: slots 58, 59, 0. */
+	for (int i = 0; i < 3; i++) {
+		struct history_point *h = &proc_a.history[(ELIDED_HISTORY - 2 + i) % ELIDED_HISTORY];
+
+		h->time_ns = 1000 + (uint64_t)i;
+		h->acquired_per_sec = 10.0 * i;
+		h->commits_per_sec = 5.0 * i;
+		h->aborts_per_sec = 1.0 * i;
+		h->cycles_lost_per_sec = 100.0 * i;
+	}
+	proc_a.history_len = 3;
+	proc_a.history_next = 1;
+	proc_a.next = &proc_b;
+
+	l = &locks_b[0];
+	l->index = 2;
+	l->kind = ELIDE_SEG_KIND_MUTEX;
+	l->state = ELIDE_SEG_STATE_PLAIN;
+	l->reason = ELIDE_SEG_REASON_PROCESS_OFF;
+	/* Hostile bytes from a segment: U+FFFF and a stray 0xff. */
+	snprintf(l->name, sizeof(l->name), "odd\xef\xbf\xbfname");
+	snprintf(l->function, sizeof(l->function), "f\xff");
+	l->rates[ELIDE_SEG_STAT_ACQUIRED] = 10;
+
+	proc_b.pid = PID_B;
+	proc_b.uid = getuid() + 1;
+	proc_b.start_time = 654321;
+	snprintf(proc_b.exe, sizeof(proc_b.exe), "/opt/bad\xffname");
+	snprintf(proc_b.comm, sizeof(proc_b.comm), "worker");
+	proc_b.elision = ELIDE_SEG_ELISION_OFF;
+	snprintf(proc_b.status_reason, sizeof(proc_b.status_reason), "RTM not usable: TSX disabled");
+	proc_b.decision.mode = POLICY_MODE_OFF;
+	proc_b.locks = locks_b;
+	proc_b.nlocks = 1;
+
+	d.processes = &proc_a;
+	d.nprocesses = 2;
+	d.runtime_dir = runtime_dir;
+	d.discovery = (struct discovery *)fake_discovery;
+	d.config = &config;
+	snprintf(d.last_reload, sizeof(d.last_reload), "ok at start");
+	d.rtm_usable = true;
+	snprintf(d.rtm_reason, sizeof(d.rtm_reason), "RTM works (probe committed)");
+}
+
+static void *server_main(void *arg)
+{
+	while (!atomic_load(&server_stop)) {
+		int r = sd_event_run(d.event, 50 * 1000);
+
+		if (r < 0) {
+			fprintf(stderr, "sd_event_run: %s\n", strerror(-r));
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void server_start(void)
+{
+	atomic_store(&server_stop, false);
+	ck_assert_int_eq(pthread_create(&server_thread, NULL, server_main, NULL), 0);
+	server_running = true;
+}
+
+/* Bounded: the loop wakes at least every 50 ms. */
+static void server_pause(void)
+{
+	if (!server_running)
+		return;
+	atomic_store(&server_stop, true);
+	pthread_join(server_thread, NULL);
+	server_running = false;
+}
+
+static void setup(void)
+{
+	int r;
+
+	fill_state();
+	ck_assert_int_eq(sd_event_new(&d.event), 0);
+	r = elided_bus_setup(&d);
+	ck_assert_msg(r == 0, "elided_bus_setup: %s", strerror(-r));
+	ck_assert_ptr_nonnull(d.bus);
+	server_start();
+
+	ck_assert_int_eq(sd_bus_open_system(&client), 0);
+	ck_assert_int_eq(sd_bus_set_method_call_timeout(client, TIMEOUT_USEC), 0);
+}
+
+static void teardown(void)
+{
+	client = sd_bus_flush_close_unref(client);
+	server_pause();
+	/* Synchronously, so the next test's RequestName never races our disconnect. */
+	if (d.bus)
+		sd_bus_release_name(d.bus, ELIDED_BUS_NAME);
+	elided_bus_free(&d);
+	d.event = sd_event_unref(d.event);
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static void bus_error_freep(sd_bus_error *e)
+{
+	sd_bus_error_free(e);
+}
+#define _cleanup_bus_error_ _cleanup_(bus_error_freep)
+
+static int call(sd_bus *bus, const char *method, sd_bus_error *error, sd_bus_message **reply, const char *types, ...)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+	va_list ap;
+	int r;
+
+	r = sd_bus_message_new_method_call(bus, &m, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, method);
+	if (r < 0)
+		return r;
+	if (types) {
+		va_start(ap, types);
+		r = sd_bus_message_appendv(m, types, ap);
+		va_end(ap);
+		if (r < 0)
+			return r;
+	}
+	return sd_bus_call(bus, m, TIMEOUT_USEC, error, reply);
+}
+
+/* The call fails with error `name` and, when given, message `text`. */
+#define assert_call_error(_name, _text, _method, ...)                                                   \
+	do {                                                                                            \
+		_cleanup_bus_error_ sd_bus_error _e = SD_BUS_ERROR_NULL;                                \
+		int _r = call(client, _method, &_e, NULL, __VA_ARGS__);                                 \
+		ck_assert_int_lt(_r, 0);                                                                \
+		ck_assert_msg(sd_bus_error_has_name(&_e, _name), "%s: got %s (%s), expected %s", _method, \
+			      _e.name, _e.message, _name);                                              \
+		if (_text)                                                                              \
+			ck_assert_str_eq(_e.message, (const char *)(_text));                            \
+	} while (0)
+
+#define assert_call_ok(_method, ...)                                                                    \
+	do {                                                                                            \
+		_cleanup_bus_error_ sd_bus_error _e = SD_BUS_ERROR_NULL;                                \
+		int _r = call(client, _method, &_e, NULL, __VA_ARGS__);                                 \
+		ck_assert_msg(_r >= 0, "%s: %s: %s", _method, _e.name, _e.message);                     \
+	} while (0)
+
+struct proc_row {
+	uint32_t pid, uid, nlocks;
+	const char *exe, *comm, *unit, *mode, *state;
+	double acquired, commits, ratio, cycles;
+	uint64_t start_time;
+};
+
+/* ListProcesses into rows (strings point into *reply); returns the count. */
+static int list_processes(sd_bus *bus, sd_bus_message **reply, struct proc_row *rows, int max)
+{
+	_cleanup_bus_error_ sd_bus_error error = SD_BUS_ERROR_NULL;
+	int n = 0, r;
+
+	r = call(bus, "ListProcesses", &error, reply, NULL);
+	if (r < 0)
+		return r;
+	r = sd_bus_message_enter_container(*reply, 'a', "(uusssssddddtu)");
+	if (r < 0)
+		return r;
+	for (;;) {
+		struct proc_row row;
+
+		r = sd_bus_message_read(*reply, "(uusssssddddtu)", &row.pid, &row.uid, &row.exe, &row.comm, &row.unit,
+					&row.mode, &row.state, &row.acquired, &row.commits, &row.ratio, &row.cycles,
+					&row.start_time, &row.nlocks);
+		if (r < 0)
+			return r;
+		if (r == 0)
+			break;
+		if (n < max)
+			rows[n] = row;
+		n++;
+	}
+	r = sd_bus_message_exit_container(*reply);
+	return r < 0 ? r : n;
+}
+
+static const struct proc_row *find_row(const struct proc_row *rows, int n, uint32_t pid)
+{
+	for (int i = 0; i < n; i++)
+		if (rows[i].pid == pid)
+			return &rows[i];
+	return NULL;
+}
+
+struct lock_row {
+	uint32_t index;
+	const char *kind, *name, *function, *callsite, *state, *reason, *override;
+	uint64_t acquired, attempts, commits, fallbacks, contended, cycles_lost;
+	uint64_t aborts[8];     /* conflict .. other */
+	unsigned naborts;
+	double acquired_rate, commits_rate, ratio;
+};
+
+static int get_locks(uint32_t pid, sd_bus_message **reply, struct lock_row *rows, int max)
+{
+	static const char *const causes[] = { "conflict", "capacity", "busy", "explicit",
+					      "retry", "debug", "nested", "other" };
+	_cleanup_bus_error_ sd_bus_error error = SD_BUS_ERROR_NULL;
+	int n = 0, r;
+
+	r = call(client, "GetLocks", &error, reply, "u", pid);
+	ck_assert_msg(r >= 0, "GetLocks: %s", error.message);
+	ck_assert_int_ge(sd_bus_message_enter_container(*reply, 'a', "(ussssttttta{st}tdddsss)"), 0);
+	for (;;) {
+		struct lock_row row = {};
+		const char *cause;
+		uint64_t v;
+
+		r = sd_bus_message_enter_container(*reply, 'r', "ussssttttta{st}tdddsss");
+		ck_assert_int_ge(r, 0);
+		if (r == 0)
+			break;
+		ck_assert_int_gt(sd_bus_message_read(*reply, "ussssttttt", &row.index, &row.kind, &row.name,
+						     &row.function, &row.callsite, &row.acquired, &row.attempts,
+						     &row.commits, &row.fallbacks, &row.contended), 0);
+		ck_assert_int_gt(sd_bus_message_enter_container(*reply, 'a', "{st}"), 0);
+		while ((r = sd_bus_message_read(*reply, "{st}", &cause, &v)) > 0) {
+			ck_assert_uint_lt(row.naborts, 8);
+			ck_assert_str_eq(cause, causes[row.naborts]);
+			row.aborts[row.naborts++] = v;
+		}
+		ck_assert_int_eq(r, 0);
+		ck_assert_int_ge(sd_bus_message_exit_container(*reply), 0);
+		ck_assert_int_gt(sd_bus_message_read(*reply, "tdddsss", &row.cycles_lost, &row.acquired_rate,
+						     &row.commits_rate, &row.ratio, &row.state, &row.reason,
+						     &row.override), 0);
+		ck_assert_int_ge(sd_bus_message_exit_container(*reply), 0);
+		if (n < max)
+			rows[n] = row;
+		n++;
+	}
+	ck_assert_int_ge(sd_bus_message_exit_container(*reply), 0);
+	return n;
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+START_TEST(test_may_access)
+{
+	ck_assert(elided_bus_may_access(0, 1000));
+	ck_assert(elided_bus_may_access(0, 0));
+	ck_assert(elided_bus_may_access(1000, 1000));
+	ck_assert(!elided_bus_may_access(1000, 1001));
+	ck_assert(!elided_bus_may_access(1000, 0));
+	ck_assert(!elided_bus_may_access((uid_t)-1, (uid_t)-1));
+}
+END_TEST
+
+START_TEST(test_properties)
+{
+	_cleanup_bus_error_ sd_bus_error error = SD_BUS_ERROR_NULL;
+	char *s = NULL, **files = NULL;
+	double interval = 0;
+	uint32_t n = 0;
+	int b = 0;
+
+#define GET_STRING(prop, expect)                                                                        \
+	do {                                                                                            \
+		ck_assert_int_ge(sd_bus_get_property_string(client, ELIDED_BUS_NAME, ELIDED_BUS_PATH,   \
+							    ELIDED_BUS_INTERFACE, prop, &error, &s), 0); \
+		ck_assert_str_eq(s, expect);                                                            \
+		free(s);                                                                                \
+	} while (0)
+
+	GET_STRING("Version", PACKAGE_VERSION);
+	GET_STRING("DiscoveryMethod", "fallback (inotify+pidfd): test");
+	GET_STRING("RuntimeDirectory", "/run/elide-test");
+	GET_STRING("LastReload", "ok at start");
+	GET_STRING("RtmReason", "RTM works (probe committed)");
+#undef GET_STRING
+
+	ck_assert_int_ge(sd_bus_get_property_strv(client, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE,
+						  "ConfigFiles", &error, &files), 0);
+	ck_assert_ptr_nonnull(files);
+	ck_assert_str_eq(files[0], "/etc/elide.conf");
+	ck_assert_str_eq(files[1], "/etc/elide.conf.d/10-test.conf");
+	ck_assert_ptr_null(files[2]);
+	for (char **f = files; *f; f++)
+		free(*f);
+	free(files);
+
+	ck_assert_int_ge(sd_bus_get_property_trivial(client, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE,
+						     "RtmUsable", &error, 'b', &b), 0);
+	ck_assert_int_eq(b, 1);
+	ck_assert_int_ge(sd_bus_get_property_trivial(client, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE,
+						     "Interval", &error, 'd', &interval), 0);
+	ck_assert_double_eq(interval, 1.0);
+	ck_assert_int_ge(sd_bus_get_property_trivial(client, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE,
+						     "NProcesses", &error, 'u', &n), 0);
+	ck_assert_uint_eq(n, 2);
+}
+END_TEST
+
+START_TEST(test_get_status)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	_cleanup_bus_error_ sd_bus_error error = SD_BUS_ERROR_NULL;
+	const char *summary;
+	uint32_t n, eliding;
+	double commits, aborts, cycles;
+
+	ck_assert_int_ge(call(client, "GetStatus", &error, &reply, NULL), 0);
+	ck_assert_int_gt(sd_bus_message_read(reply, "suuddd", &summary, &n, &eliding, &commits, &aborts, &cycles), 0);
+	ck_assert_str_eq(summary, "2 processes, test status");
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(eliding, 1);
+	ck_assert_double_eq_tol(commits, 82, 1e-9);
+	ck_assert_double_eq_tol(aborts, 18, 1e-9);
+	ck_assert_double_eq_tol(cycles, 1500, 1e-9);
+}
+END_TEST
+
+START_TEST(test_list_processes)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	struct proc_row rows[4];
+	const struct proc_row *a, *b;
+	int n;
+
+	n = list_processes(client, &reply, rows, 4);
+	ck_assert_int_ge(n, 0);
+
+	a = find_row(rows, n, PID_A);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_uint_eq(a->uid, getuid());
+	ck_assert_str_eq(a->exe, "/usr/bin/memcached");
+	ck_assert_str_eq(a->comm, "memcached");
+	ck_assert_str_eq(a->unit, "memcached.service");
+	ck_assert_str_eq(a->mode, "adaptive");
+	ck_assert_str_eq(a->state, "on");
+	ck_assert_double_eq_tol(a->acquired, 150, 1e-9);
+	ck_assert_double_eq_tol(a->commits, 82, 1e-9);
+	ck_assert_double_eq_tol(a->ratio, 0.18, 1e-9);
+	ck_assert_double_eq_tol(a->cycles, 1500, 1e-9);
+	ck_assert_uint_eq(a->start_time, 123456);
+	ck_assert_uint_eq(a->nlocks, 2);
+
+	b = find_row(rows, n, PID_B);
+	if (getuid() != 0) {
+		/* Not root: the other user's process is invisible. */
+		ck_assert_int_eq(n, 1);
+		ck_assert_ptr_null(b);
+		return;
+	}
+	ck_assert_int_eq(n, 2);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_uint_eq(b->uid, getuid() + 1);
+	/* Invalid UTF-8 from the segment is made valid, not a failed reply. */
+	ck_assert_str_eq(b->exe, "/opt/bad?name");
+	ck_assert_str_eq(b->unit, "");
+	ck_assert_str_eq(b->mode, "off");
+	ck_assert_str_eq(b->state, "off: RTM not usable: TSX disabled");
+	ck_assert_double_eq(b->ratio, 0);
+}
+END_TEST
+
+START_TEST(test_get_locks)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *reply_b = NULL;
+	struct lock_row rows[4];
+	static const uint64_t aborts[8] = { 60, 30, 5, 3, 1, 0, 0, 1 };
+	int n;
+
+	n = get_locks(PID_A, &reply, rows, 4);
+	ck_assert_int_eq(n, 2);
+
+	ck_assert_uint_eq(rows[0].index, 2);
+	ck_assert_str_eq(rows[0].kind, "mutex");
+	ck_assert_str_eq(rows[0].name, "stats_lock");
+	ck_assert_str_eq(rows[0].function, "do_stats");
+	ck_assert_str_eq(rows[0].callsite, "do_stats+0x12 (memcached)");
+	ck_assert_uint_eq(rows[0].acquired, 1000);
+	ck_assert_uint_eq(rows[0].attempts, 900);
+	ck_assert_uint_eq(rows[0].commits, 800);
+	ck_assert_uint_eq(rows[0].fallbacks, 50);
+	ck_assert_uint_eq(rows[0].contended, 70);
+	ck_assert_uint_eq(rows[0].naborts, 8);
+	for (int i = 0; i < 8; i++)
+		ck_assert_uint_eq(rows[0].aborts[i], aborts[i]);
+	ck_assert_uint_eq(rows[0].cycles_lost, 12345);
+	ck_assert_double_eq_tol(rows[0].acquired_rate, 100, 1e-9);
+	ck_assert_double_eq_tol(rows[0].commits_rate, 80, 1e-9);
+	ck_assert_double_eq_tol(rows[0].ratio, 10.0 / 90.0, 1e-9);
+	ck_assert_str_eq(rows[0].state, "eliding");
+	ck_assert_str_eq(rows[0].reason, "contended");
+	ck_assert_str_eq(rows[0].override, "");
+
+	ck_assert_str_eq(rows[1].kind, "rw-rd");
+	ck_assert_str_eq(rows[1].state, "backoff");
+	ck_assert_str_eq(rows[1].reason, "aborts");
+	ck_assert_str_eq(rows[1].override, "off");
+	ck_assert_double_eq_tol(rows[1].ratio, 0.8, 1e-9);
+
+	if (getuid() == 0) {
+		n = get_locks(PID_B, &reply_b, rows, 4);
+		ck_assert_int_eq(n, 1);
+		ck_assert_str_eq(rows[0].name, "odd???name");
+		ck_assert_str_eq(rows[0].function, "f?");
+		ck_assert_double_eq(rows[0].ratio, 0);
+	} else
+		assert_call_error(SD_BUS_ERROR_ACCESS_DENIED, "Permission denied: process 4343 belongs to another user",
+				  "GetLocks", "u", (uint32_t)PID_B);
+
+	assert_call_error(ELIDED_ERROR_NO_SUCH_PROCESS, "No libelide process with PID 999999", "GetLocks", "u",
+			  (uint32_t)999999);
+	assert_call_error(ELIDED_ERROR_NO_SUCH_PROCESS, NULL, "GetLocks", "u", (uint32_t)0);
+}
+END_TEST
+
+START_TEST(test_get_history)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *empty = NULL;
+	_cleanup_bus_error_ sd_bus_error error = SD_BUS_ERROR_NULL;
+	uint64_t t;
+	double acq, com, abo, cyc;
+	int i = 0, r;
+
+	ck_assert_int_ge(call(client, "GetHistory", &error, &reply, "u", (uint32_t)PID_A), 0);
+	ck_assert_int_gt(sd_bus_message_enter_container(reply, 'a', "(tdddd)"), 0);
+	while ((r = sd_bus_message_read(reply, "(tdddd)", &t, &acq, &com, &abo, &cyc)) > 0) {
+		/* Oldest first across the ring's wrap. */
+		ck_assert_uint_eq(t, 1000 + (uint64_t)i);
+		ck_assert_double_eq(acq, 10.0 * i);
+		ck_assert_double_eq(com, 5.0 * i);
+		ck_assert_double_eq(abo, 1.0 * i);
+		ck_assert_double_eq(cyc, 100.0 * i);
+		i++;
+	}
+	ck_assert_int_eq(r, 0);
+	ck_assert_int_eq(i, 3);
+
+	if (getuid() == 0) {
+		ck_assert_int_ge(call(client, "GetHistory", &error, &empty, "u", (uint32_t)PID_B), 0);
+		ck_assert_int_ge(sd_bus_message_enter_container(empty, 'a', "(tdddd)"), 0);
+		ck_assert_int_eq(sd_bus_message_read(empty, "(tdddd)", &t, &acq, &com, &abo, &cyc), 0);
+	}
+	assert_call_error(ELIDED_ERROR_NO_SUCH_PROCESS, NULL, "GetHistory", "u", (uint32_t)1);
+}
+END_TEST
+
+START_TEST(test_overrides)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *list = NULL, *locks = NULL;
+	struct proc_row prow[4];
+	struct lock_row lrow[4];
+	int n;
+
+	assert_call_ok("SetProcessMode", "us", (uint32_t)PID_A, "off");
+	ck_assert_int_eq(calls.set, 1);
+	ck_assert_str_eq(calls.lock, "");
+	ck_assert_int_eq(calls.mode, POLICY_MODE_OFF);
+	n = list_processes(client, &list, prow, 4);
+	ck_assert_int_ge(n, 1);
+	ck_assert_str_eq(find_row(prow, n, PID_A)->mode, "off");
+
+	assert_call_ok("SetLockMode", "uss", (uint32_t)PID_A, "stats_lock", "on");
+	ck_assert_int_eq(calls.set, 2);
+	ck_assert_str_eq(calls.lock, "stats_lock");
+	ck_assert_int_eq(calls.mode, POLICY_MODE_ON);
+	get_locks(PID_A, &locks, lrow, 4);
+	ck_assert_str_eq(lrow[0].override, "on");
+
+	assert_call_ok("ResetLock", "us", (uint32_t)PID_A, "stats_lock");
+	ck_assert_int_eq(calls.reset, 1);
+	ck_assert_int_eq(locks_a[0].override, POLICY_MODE_UNSET);
+	assert_call_ok("ResetProcess", "u", (uint32_t)PID_A);
+	ck_assert_int_eq(calls.reset, 2);
+	ck_assert_str_eq(calls.lock, "");
+	ck_assert_int_eq(proc_a.override, POLICY_MODE_UNSET);
+	ck_assert_int_eq(locks_a[1].override, POLICY_MODE_UNSET);
+
+	/* Bad mode: refused before anything is looked up or called. */
+	assert_call_error(SD_BUS_ERROR_INVALID_ARGS, "Invalid mode 'bogus': expected adaptive, on or off",
+			  "SetProcessMode", "us", (uint32_t)PID_A, "bogus");
+	assert_call_error(SD_BUS_ERROR_INVALID_ARGS, "Invalid mode '': expected adaptive, on or off",
+			  "SetLockMode", "uss", (uint32_t)PID_A, "stats_lock", "");
+	ck_assert_int_eq(calls.set, 2);
+
+	assert_call_error(ELIDED_ERROR_NO_SUCH_PROCESS, "No libelide process with PID 999999", "SetProcessMode",
+			  "us", (uint32_t)999999, "on");
+	assert_call_error(ELIDED_ERROR_NO_SUCH_PROCESS, NULL, "ResetProcess", "u", (uint32_t)999999);
+	assert_call_error(ELIDED_ERROR_NO_SUCH_LOCK, "pid 4242 has no lock named 'nope'", "SetLockMode", "uss",
+			  (uint32_t)PID_A, "nope", "on");
+	assert_call_error(ELIDED_ERROR_NO_SUCH_LOCK, "pid 4242 has no lock named 'nope'", "ResetLock", "us",
+			  (uint32_t)PID_A, "nope");
+	assert_call_error(SD_BUS_ERROR_ACCESS_DENIED, NULL, "SetLockMode", "uss", (uint32_t)PID_A, "eperm", "on");
+	assert_call_error(ELIDED_ERROR_FAILED, "cannot write control block: disk on fire", "ResetLock", "us",
+			  (uint32_t)PID_A, "eio");
+
+	if (getuid() != 0)
+		assert_call_error(SD_BUS_ERROR_ACCESS_DENIED, "Permission denied: process 4343 belongs to another user",
+				  "SetProcessMode", "us", (uint32_t)PID_B, "on");
+}
+END_TEST
+
+START_TEST(test_reload)
+{
+	char *s = NULL;
+	_cleanup_bus_error_ sd_bus_error error = SD_BUS_ERROR_NULL;
+
+	if (getuid() != 0) {
+		assert_call_error(SD_BUS_ERROR_ACCESS_DENIED, NULL, "Reload", NULL);
+		ck_assert_int_eq(calls.reload, 0);
+		return;
+	}
+	assert_call_ok("Reload", NULL);
+	ck_assert_int_eq(calls.reload, 1);
+	ck_assert_int_ge(sd_bus_get_property_string(client, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE,
+						    "LastReload", &error, &s), 0);
+	ck_assert_str_eq(s, "ok at reload 1");
+	free(s);
+
+	calls.reload_fails = true;
+	assert_call_error(ELIDED_ERROR_RELOAD_FAILED, "/etc/elide.conf:3: unknown setting 'bogus'", "Reload", NULL);
+	ck_assert_int_eq(calls.reload, 2);
+}
+END_TEST
+
+static int count_signal(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	int *seen = userdata;
+	uint32_t pid;
+	const char *exe;
+
+	if (sd_bus_message_is_signal(m, ELIDED_BUS_INTERFACE, "ProcessAdded")) {
+		ck_assert_int_gt(sd_bus_message_read(m, "us", &pid, &exe), 0);
+		ck_assert_uint_eq(pid, PID_B);
+		ck_assert_str_eq(exe, "/opt/bad?name");
+		seen[0]++;
+	} else if (sd_bus_message_is_signal(m, ELIDED_BUS_INTERFACE, "ProcessRemoved")) {
+		ck_assert_int_gt(sd_bus_message_read(m, "u", &pid), 0);
+		ck_assert_uint_eq(pid, PID_A);
+		seen[1]++;
+	}
+	return 0;
+}
+
+START_TEST(test_signals)
+{
+	struct elided none = {};
+	int seen[2] = { 0, 0 };
+	struct timespec start, now;
+
+	ck_assert_int_ge(sd_bus_match_signal(client, NULL, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, NULL,
+					     count_signal, seen), 0);
+
+	/* The server's bus belongs to its thread: emit while it is stopped. */
+	server_pause();
+	elided_bus_emit_process_added(&d, &proc_b);
+	elided_bus_emit_process_removed(&d, PID_A);
+	ck_assert_int_ge(sd_bus_flush(d.bus), 0);
+	server_start();
+
+	/* No bus: a no-op. */
+	elided_bus_emit_process_added(&none, &proc_a);
+	elided_bus_emit_process_removed(&none, PID_A);
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (seen[0] < 1 || seen[1] < 1) {
+		int r = sd_bus_process(client, NULL);
+
+		ck_assert_int_ge(r, 0);
+		if (r > 0)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		ck_assert_msg(now.tv_sec - start.tv_sec < 5, "signals not received: %d %d", seen[0], seen[1]);
+		ck_assert_int_ge(sd_bus_wait(client, 100 * 1000), 0);
+	}
+	ck_assert_int_eq(seen[0], 1);
+	ck_assert_int_eq(seen[1], 1);
+}
+END_TEST
+
+/* Run argv with stdout to a pipe; collect up to size - 1 bytes; bounded wait.  Returns the exit status. */
+static int run_capture(const char *const argv[], uid_t as_uid, char *out, size_t size)
+{
+	struct timespec start, now;
+	size_t len = 0;
+	int fds[2], status = -1;
+	pid_t pid;
+
+	ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(fds[1], STDOUT_FILENO);
+		if (as_uid != (uid_t)-1 &&
+		    (setgroups(0, NULL) < 0 || setresgid(as_uid, as_uid, as_uid) < 0 ||
+		     setresuid(as_uid, as_uid, as_uid) < 0))
+			_exit(126);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(fds[1]);
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		struct pollfd p = { .fd = fds[0], .events = POLLIN };
+		ssize_t n;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - start.tv_sec >= 10) {
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (poll(&p, 1, 200) <= 0)
+			continue;
+		n = read(fds[0], out + len, size - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (len >= size - 1)
+			break;
+	}
+	out[len] = '\0';
+	close(fds[0]);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static bool in_path(const char *prog)
+{
+	const char *path = getenv("PATH");
+	char buf[4096];
+
+	while (path && *path) {
+		size_t n = strcspn(path, ":");
+
+		snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, path, prog);
+		if (access(buf, X_OK) == 0)
+			return true;
+		path += n + (path[n] == ':');
+	}
+	return false;
+}
+
+START_TEST(test_busctl_introspect)
+{
+	char addr_arg[600], out[65536];
+	const char *const argv[] = { "busctl", addr_arg, "--no-pager", "introspect", ELIDED_BUS_NAME, ELIDED_BUS_PATH, NULL };
+
+	if (!in_path("busctl")) {
+		fprintf(stderr, "test-dbus: busctl not installed, introspection not checked\n");
+		return;
+	}
+	snprintf(addr_arg, sizeof(addr_arg), "--address=%s", bus_address);
+	ck_assert_int_eq(run_capture(argv, (uid_t)-1, out, sizeof(out)), 0);
+	ck_assert_ptr_nonnull(strstr(out, ELIDED_BUS_INTERFACE));
+	ck_assert_ptr_nonnull(strstr(out, ".ListProcesses"));
+	ck_assert_ptr_nonnull(strstr(out, "a(uusssssddddtu)"));
+	ck_assert_ptr_nonnull(strstr(out, "a(ussssttttta{st}tdddsss)"));
+	ck_assert_ptr_nonnull(strstr(out, ".ProcessAdded"));
+	ck_assert_ptr_nonnull(strstr(out, ".NProcesses"));
+	ck_assert_ptr_nonnull(strstr(out, "org.freedesktop.DBus.Properties"));
+}
+END_TEST
+
+/*
+ * As root: a child running as uid + 1 (the owner of process B) through
+ * busctl, i.e. with credentials the bus daemon vouches for.
+ */
+START_TEST(test_unprivileged_caller)
+{
+	char addr_arg[600], out[8192];
+	const char *const list[] = { "busctl", addr_arg, "--no-pager", "call", ELIDED_BUS_NAME, ELIDED_BUS_PATH,
+			 ELIDED_BUS_INTERFACE, "ListProcesses", NULL };
+	const char *const locks_a_argv[] = { "busctl", addr_arg, "--no-pager", "call", ELIDED_BUS_NAME, ELIDED_BUS_PATH,
+				 ELIDED_BUS_INTERFACE, "GetLocks", "u", "4242", NULL };
+	const char *const locks_b_argv[] = { "busctl", addr_arg, "--no-pager", "call", ELIDED_BUS_NAME, ELIDED_BUS_PATH,
+				 ELIDED_BUS_INTERFACE, "GetLocks", "u", "4343", NULL };
+	const char *const set_a[] = { "busctl", addr_arg, "--no-pager", "call", ELIDED_BUS_NAME, ELIDED_BUS_PATH,
+			  ELIDED_BUS_INTERFACE, "SetProcessMode", "us", "4242", "off", NULL };
+	const char *const set_b[] = { "busctl", addr_arg, "--no-pager", "call", ELIDED_BUS_NAME, ELIDED_BUS_PATH,
+			  ELIDED_BUS_INTERFACE, "SetProcessMode", "us", "4343", "off", NULL };
+	const char *const reload[] = { "busctl", addr_arg, "--no-pager", "call", ELIDED_BUS_NAME, ELIDED_BUS_PATH,
+			   ELIDED_BUS_INTERFACE, "Reload", NULL };
+	uid_t other = getuid() + 1;
+
+	if (getuid() != 0 || !in_path("busctl")) {
+		fprintf(stderr, "test-dbus: not root or no busctl, unprivileged caller not checked\n");
+		return;
+	}
+	snprintf(addr_arg, sizeof(addr_arg), "--address=%s", bus_address);
+
+	/* Only its own process, B (pid 4343). */
+	ck_assert_int_eq(run_capture(list, other, out, sizeof(out)), 0);
+	ck_assert_msg(!strncmp(out, "a(uusssssddddtu) 1 4343 ", 24), "ListProcesses as uid %u: %s", (unsigned)other,
+		      out);
+	ck_assert_int_eq(run_capture(locks_b_argv, other, out, sizeof(out)), 0);
+	ck_assert_int_ne(run_capture(locks_a_argv, other, out, sizeof(out)), 0);
+	ck_assert_int_ne(run_capture(set_a, other, out, sizeof(out)), 0);
+	ck_assert_int_eq(calls.set, 0);
+	ck_assert_int_eq(run_capture(set_b, other, out, sizeof(out)), 0);
+	ck_assert_int_eq(calls.set, 1);
+	ck_assert_int_eq(proc_b.override, POLICY_MODE_OFF);
+	ck_assert_int_ne(run_capture(reload, other, out, sizeof(out)), 0);
+	ck_assert_int_eq(calls.reload, 0);
+}
+END_TEST
+
+/* ---- the private bus ----------------------------------------------------- */
+
+static int write_bus_config(const char *path, const char *policy_file)
+{
+	FILE *f = fopen(path, "we");
+
+	if (!f)
+		return -errno;
+	fprintf(f,
+		"<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN\"\n"
+		" \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n"
+		"<busconfig>\n"
+		"  <listen>unix:path=%s/bus</listen>\n"
+		"  <auth>EXTERNAL</auth>\n"
+		"  <policy context=\"default\"><allow user=\"*\"/></policy>\n",
+		bus_dir);
+	if (policy_file)
+		/* Like system.conf: method calls are denied unless a policy file allows them. */
+		fprintf(f,
+			"  <policy context=\"default\">\n"
+			"    <deny own=\"*\"/>\n"
+			"    <deny send_type=\"method_call\"/>\n"
+			"    <allow send_type=\"signal\"/>\n"
+			"    <allow send_requested_reply=\"true\" send_type=\"method_return\"/>\n"
+			"    <allow send_requested_reply=\"true\" send_type=\"error\"/>\n"
+			"    <allow receive_type=\"method_call\"/>\n"
+			"    <allow receive_type=\"method_return\"/>\n"
+			"    <allow receive_type=\"error\"/>\n"
+			"    <allow receive_type=\"signal\"/>\n"
+			"    <allow send_destination=\"org.freedesktop.DBus\" send_interface=\"org.freedesktop.DBus\"/>\n"
+			"    <allow send_destination=\"org.freedesktop.DBus\"\n"
+			"           send_interface=\"org.freedesktop.DBus.Introspectable\"/>\n"
+			"  </policy>\n"
+			"  <include>%s</include>\n",
+			policy_file);
+	else
+		fprintf(f,
+			"  <policy context=\"default\">\n"
+			"    <allow send_destination=\"*\" eavesdrop=\"true\"/>\n"
+			"    <allow eavesdrop=\"true\"/>\n"
+			"    <allow own=\"*\"/>\n"
+			"  </policy>\n");
+	fprintf(f, "</busconfig>\n");
+	if (fclose(f) != 0)
+		return -errno;
+	return 0;
+}
+
+static const char *find_policy_file(void)
+{
+	static char path[4096];
+
+#ifdef TOP_SRCDIR
+	snprintf(path, sizeof(path), "%s/systemd/org.elide.elided1.conf", TOP_SRCDIR);
+	if (access(path, R_OK) == 0)
+		return path;
+#endif
+	snprintf(path, sizeof(path), "systemd/org.elide.elided1.conf");
+	if (access(path, R_OK) == 0)
+		return realpath("systemd/org.elide.elided1.conf", NULL) ?: path;
+	return NULL;
+}
+
+/* Start dbus-daemon and read its address; 0, -errno, or 77 to skip. */
+static int start_bus(void)
+{
+	char config_path[256], conf_arg[300];
+	const char *policy;
+	struct timespec start, now;
+	size_t len = 0;
+	int fds[2], r;
+
+	if (!in_path("dbus-daemon")) {
+		fprintf(stderr, "test-dbus: SKIP: dbus-daemon not installed\n");
+		return 77;
+	}
+	if (!mkdtemp(bus_dir))
+		return -errno;
+	/* uid + 1 must reach the socket in the unprivileged test. */
+	chmod(bus_dir, 0755);
+
+	policy = find_policy_file();
+	if (!policy)
+		fprintf(stderr, "test-dbus: systemd/org.elide.elided1.conf not found, testing with an open bus\n");
+	snprintf(config_path, sizeof(config_path), "%s/bus.conf", bus_dir);
+	r = write_bus_config(config_path, policy);
+	if (r < 0)
+		return r;
+	snprintf(conf_arg, sizeof(conf_arg), "--config-file=%s", config_path);
+
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -errno;
+	bus_pid = fork();
+	if (bus_pid < 0)
+		return -errno;
+	if (bus_pid == 0) {
+		dup2(fds[1], STDOUT_FILENO);
+		execlp("dbus-daemon", "dbus-daemon", conf_arg, "--print-address", "--nofork", "--nopidfile",
+		       "--nosyslog", (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (!memchr(bus_address, '\n', len)) {
+		struct pollfd p = { .fd = fds[0], .events = POLLIN };
+		ssize_t n;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - start.tv_sec >= 10 || len >= sizeof(bus_address) - 1) {
+			close(fds[0]);
+			return -ETIMEDOUT;
+		}
+		if (poll(&p, 1, 200) <= 0)
+			continue;
+		n = read(fds[0], bus_address + len, sizeof(bus_address) - 1 - len);
+		if (n <= 0) {
+			close(fds[0]);
+			return -EIO;
+		}
+		len += (size_t)n;
+	}
+	close(fds[0]);
+	bus_address[strcspn(bus_address, "\n")] = '\0';
+
+	setenv("DBUS_SYSTEM_BUS_ADDRESS", bus_address, 1);
+	return 0;
+}
+
+static void stop_bus(void)
+{
+	char path[300];
+
+	if (bus_pid > 0) {
+		kill(bus_pid, SIGTERM);
+		waitpid(bus_pid, NULL, 0);
+	}
+	snprintf(path, sizeof(path), "%s/bus.conf", bus_dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/bus", bus_dir);
+	unlink(path);
+	rmdir(bus_dir);
+}
+
+static Suite *dbus_suite(void)
+{
+	Suite *s = suite_create("dbus");
+	TCase *tc = tcase_create("manager");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_may_access);
+	tcase_add_test(tc, test_properties);
+	tcase_add_test(tc, test_get_status);
+	tcase_add_test(tc, test_list_processes);
+	tcase_add_test(tc, test_get_locks);
+	tcase_add_test(tc, test_get_history);
+	tcase_add_test(tc, test_overrides);
+	tcase_add_test(tc, test_reload);
+	tcase_add_test(tc, test_signals);
+	tcase_add_test(tc, test_busctl_introspect);
+	tcase_add_test(tc, test_unprivileged_caller);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr;
+	int failed, r;
+
+	r = start_bus();
+	if (r == 77)
+		return 77;
+	if (r < 0) {
+		fprintf(stderr, "test-dbus: cannot start dbus-daemon: %s\n", strerror(-r));
+		stop_bus();
+		return EXIT_FAILURE;
+	}
+
+	sr = srunner_create(dbus_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	stop_bus();
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
