@@ -624,6 +624,18 @@ int seg_write_lock_policy(int dirfd, const char *name, uint32_t index, uint32_t 
 	return 0;
 }
 
+const char *seg_source_to_string(uint32_t source)
+{
+	static const char *const names[] = {
+		[ELIDE_SEG_SOURCE_NONE] = "",
+		[ELIDE_SEG_SOURCE_CONFIG] = "config",
+		[ELIDE_SEG_SOURCE_OVERRIDE] = "override",
+		[ELIDE_SEG_SOURCE_ADAPTATION] = "adaptation",
+	};
+
+	return source < ARRAY_SIZE(names) ? names[source] : "?";
+}
+
 /* The exit report's vocabulary (libelide/report.c), so both read alike. */
 const char *seg_kind_to_string(uint32_t kind)
 {

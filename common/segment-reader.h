@@ -95,5 +95,7 @@ const char *seg_kind_to_string(uint32_t kind);
 const char *seg_state_to_string(uint32_t state);
 const char *seg_reason_to_string(uint32_t reason);
 const char *seg_mode_to_string(uint32_t mode);
+/* "config", "override", "adaptation", or "" for none. */
+const char *seg_source_to_string(uint32_t source);
 
 #endif

@@ -191,6 +191,10 @@ static int show_json(const struct seg_snapshot *snap, const struct lock_row *row
 		json_string(&j, state_name(l->state));
 		json_key(&j, "reason");
 		json_string(&j, reason_name(l->reason));
+		/* Who decided, when elided did: its configuration, an override
+		 * (elidectl set) or its long-window adaptation. */
+		json_key(&j, "decided_by");
+		json_string(&j, seg_source_to_string(l->ctl_source));
 		json_end_object(&j);
 	}
 	json_end_array(&j);

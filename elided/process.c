@@ -292,6 +292,7 @@ static void push_decisions(struct elided *d, struct tracked_process *p, const st
 	const struct policy_knobs *k = &p->decision.knobs;
 	enum policy_mode mode = effective_process_mode(p);
 	char err[SEG_ERR_MAX];
+	unsigned locks_written = 0;
 	int r;
 
 	/* A mode the program already runs with needs no push: NONE keeps it. */
@@ -306,18 +307,6 @@ static void push_decisions(struct elided *d, struct tracked_process *p, const st
 		c.abort_ratio_ppm = k->max_abort_ratio * 1e6 < 1 ? 1 : (uint32_t)(k->max_abort_ratio * 1e6);
 	c.mode_source = p->override != POLICY_MODE_UNSET ? ELIDE_SEG_SOURCE_OVERRIDE :
 			c.mode != ELIDE_SEG_MODE_NONE ? ELIDE_SEG_SOURCE_CONFIG : ELIDE_SEG_SOURCE_NONE;
-	if (!p->control_valid || memcmp(&c.mode, &p->control_written.mode,
-					sizeof(c) - offsetof(struct elide_seg_control, mode))) {
-		r = seg_write_control(d->runtime_dirfd, p->seg_name, &c, err, sizeof(err));
-		if (r < 0) {
-			snprintf(p->last_error, sizeof(p->last_error), "%s", err);
-			log_warning("pid %d: cannot write decisions: %s", (int)p->pid, err);
-		} else {
-			p->control_written = c;
-			p->control_valid = true;
-		}
-	}
-
 	for (uint32_t i = 0; i < snap->nlocks; i++) {
 		const struct seg_lock_snapshot *ls = &snap->locks[i];
 		struct lock_view *v = find_view(p, ls->index);
@@ -344,9 +333,24 @@ static void push_decisions(struct elided *d, struct tracked_process *p, const st
 		if (want == ls->lock.ctl_policy && source == ls->lock.ctl_source)
 			continue;
 		r = seg_write_lock_policy(d->runtime_dirfd, p->seg_name, ls->index, want, source, err, sizeof(err));
+		if (r == 0)
+			locks_written++;
 		if (r < 0) {
 			snprintf(p->last_error, sizeof(p->last_error), "%s", err);
 			log_warning("pid %d: cannot write a lock decision: %s", (int)p->pid, err);
+		}
+	}
+	/* libelide looks at lock decisions when the generation moves: a
+	 * changed lock decision rewrites the control block too. */
+	if (locks_written || !p->control_valid ||
+	    memcmp(&c.mode, &p->control_written.mode, sizeof(c) - offsetof(struct elide_seg_control, mode))) {
+		r = seg_write_control(d->runtime_dirfd, p->seg_name, &c, err, sizeof(err));
+		if (r < 0) {
+			snprintf(p->last_error, sizeof(p->last_error), "%s", err);
+			log_warning("pid %d: cannot write decisions: %s", (int)p->pid, err);
+		} else {
+			p->control_written = c;
+			p->control_valid = true;
 		}
 	}
 }

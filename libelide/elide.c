@@ -380,8 +380,10 @@ static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_
 	if (likely(gate == GATE_ELIDE))
 		return try_elide(lock, rec, op);
 	if (gate > 0)
-		/* Racy on purpose: an approximate skip count is fine. */
-		atomic_store_explicit(&rec->gate, gate - 1, memory_order_relaxed);
+		/* A CAS, not a store: a policy that lands meanwhile (never, from
+		 * elided or the program) must not be overwritten by a count. */
+		atomic_compare_exchange_strong_explicit(&rec->gate, &gate, gate - 1, memory_order_relaxed,
+							memory_order_relaxed);
 	if (unlikely(sample_now())) {
 		rec_count(rec, STAT_ACQUIRED, elide.opts.sample);
 		if (gate > 0)

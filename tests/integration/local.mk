@@ -79,3 +79,6 @@ tests_integration_workload_contended_CFLAGS = $(AM_CFLAGS)
 
 TESTS += tests/integration/test-elidectl-direct.sh
 EXTRA_DIST += tests/integration/test-elidectl-direct.sh
+
+TESTS += tests/integration/test-elided.sh
+EXTRA_DIST += tests/integration/test-elided.sh

@@ -64,8 +64,8 @@ static uint64_t stat(const struct lock_rec *rec, enum lock_stat s)
 
 START_TEST(test_classify)
 {
-	ck_assert_int_eq(elide_abort_classify(_XABORT_EXPLICIT | (ELIDE_XABORT_BUSY << 24)), ELIDE_ABORT_BUSY);
-	ck_assert_int_eq(elide_abort_classify(_XABORT_EXPLICIT | (ELIDE_XABORT_TRYLOCK << 24)), ELIDE_ABORT_EXPLICIT);
+	ck_assert_int_eq(elide_abort_classify(_XABORT_EXPLICIT | ((uint32_t)ELIDE_XABORT_BUSY << 24)), ELIDE_ABORT_BUSY);
+	ck_assert_int_eq(elide_abort_classify(_XABORT_EXPLICIT | ((uint32_t)ELIDE_XABORT_TRYLOCK << 24)), ELIDE_ABORT_EXPLICIT);
 	ck_assert_int_eq(elide_abort_classify(_XABORT_CAPACITY), ELIDE_ABORT_CAPACITY);
 	ck_assert_int_eq(elide_abort_classify(_XABORT_CONFLICT | _XABORT_RETRY), ELIDE_ABORT_CONFLICT);
 	ck_assert_int_eq(elide_abort_classify(_XABORT_CAPACITY | _XABORT_CONFLICT), ELIDE_ABORT_CAPACITY);
