@@ -140,7 +140,15 @@ poll 15 mode_is "${pid_of[wl-user]}" off && ok "user rule: wl-user runs mode=off
 poll 15 mode_is "${pid_of[wl-plain]}" adaptive && ok "no rule: wl-plain stays adaptive" || fail "wl-plain mode $(seg_mode "${pid_of[wl-plain]}")"
 if poll 15 lock_reason_is "${pid_of[wl-lock]}" cache_lock elided; then
 	ok "lock rule: cache_lock of wl-lock is off by elided"
-
+	by=$(lock_decider "${pid_of[wl-lock]}" cache_lock)
+	[ "$by" = config ] && ok "lock rule: decided by the configuration" || fail "cache_lock decided by '$by'"
+	# table_lock may be turned off too, but only by elided's adaptation
+	# (every simulated transaction aborts), never by the rule.
+	by=$(lock_decider "${pid_of[wl-lock]}" table_lock)
+	case "$by" in
+	*config*) fail "lock rule also hit table_lock" ;;
+	*) ok "lock rule: table_lock not matched (decided by '${by:-nobody}')" ;;
+	esac
 else
 	fail "lock rule not applied: cache_lock reason '$(lock_reason "${pid_of[wl-lock]}" cache_lock)'"
 fi
