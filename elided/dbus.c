@@ -596,23 +596,21 @@ static int change_override(sd_bus_message *m, struct elided *d, uint32_t pid, co
 	else
 		r = elided_reset_override(d, p, lock, err, sizeof(err));
 	/* p may be gone now: a refresh that finds the process dead drops it. */
+	if (r >= 0)
+		return sd_bus_reply_method_return(m, NULL);
 
 	switch (r) {
-	case 0:
-		return sd_bus_reply_method_return(m, NULL);
 	case -ENOENT:
 		if (err[0])
 			return sd_bus_error_setf(error, ELIDED_ERROR_NO_SUCH_LOCK, "%s",
 						 bus_string(err, buf, sizeof(buf)));
 		return sd_bus_error_setf(error, ELIDED_ERROR_NO_SUCH_LOCK, "Process %" PRIu32 " has no lock named '%s'",
-					 pid, lock ? lock : "");
+					 pid, bus_string(lock, buf, sizeof(buf)));
 	case -EPERM:
 	case -EACCES:
 		return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "Permission denied: %s",
 					 err[0] ? bus_string(err, buf, sizeof(buf)) : strerror(-r));
 	default:
-		if (r > 0)
-			return sd_bus_reply_method_return(m, NULL);
 		return sd_bus_error_setf(error, ELIDED_ERROR_FAILED, "%s",
 					 err[0] ? bus_string(err, buf, sizeof(buf)) : strerror(-r));
 	}

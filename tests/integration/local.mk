@@ -82,3 +82,9 @@ EXTRA_DIST += tests/integration/test-elidectl-direct.sh
 
 TESTS += tests/integration/test-elided.sh
 EXTRA_DIST += tests/integration/test-elided.sh
+
+# elided as a Type=notify service (a stand-in notification socket).
+check_PROGRAMS += tests/integration/notify-listen
+tests_integration_notify_listen_SOURCES = tests/integration/notify-listen.c
+TESTS += tests/integration/test-elided-service.sh
+EXTRA_DIST += tests/integration/test-elided-service.sh

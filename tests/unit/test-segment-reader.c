@@ -650,9 +650,9 @@ START_TEST(test_write_lock_policy)
 	seg_snapshot_free(snap);
 
 	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 8, 1, ELIDE_SEG_SOURCE_OVERRIDE, err, sizeof(err)), -ERANGE);
+	ck_assert_ptr_nonnull(strstr(err, "lock_capacity"));
 	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 2, 1, 9, err, sizeof(err)), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "ctl_source"));
-	ck_assert_ptr_nonnull(strstr(err, "lock_capacity"));
 	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, UINT32_MAX, 1, ELIDE_SEG_SOURCE_OVERRIDE, err, sizeof(err)), -ERANGE);
 	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 2, 4, ELIDE_SEG_SOURCE_OVERRIDE, err, sizeof(err)), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "ctl_policy"));
