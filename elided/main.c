@@ -354,7 +354,6 @@ int main(int argc, char **argv)
 	r = discovery_new(d->event, d->runtime_dir, allow_bpf, &discovery_ops, d, &d->discovery);
 	if (r < 0)
 		return log_error_errno(r, "cannot watch %s", d->runtime_dir), EXIT_FAILURE;
-	log_info("discovery: %s", discovery_describe(d->discovery));
 
 	sd_notify(false, "READY=1");
 	status_notify(d);

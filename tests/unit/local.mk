@@ -3,8 +3,8 @@ if HAVE_CHECK
 UNIT_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -I$(top_srcdir)/libelide
 UNIT_LDADD = $(CHECK_LIBS)
 
-check_PROGRAMS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery
-TESTS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery
+check_PROGRAMS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus
+TESTS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus
 
 tests_unit_test_log_SOURCES = tests/unit/test-log.c common/log.c
 tests_unit_test_log_CFLAGS = $(UNIT_CFLAGS)
@@ -38,4 +38,8 @@ tests_unit_test_discovery_SOURCES = tests/unit/test-discovery.c elided/discovery
 tests_unit_test_discovery_CFLAGS = $(UNIT_CFLAGS) $(SYSTEMD_CFLAGS) $(LIBBPF_CFLAGS) -I$(top_srcdir)/elided \
 	-I$(srcdir)/elided/bpf -I$(builddir)/elided/bpf
 tests_unit_test_discovery_LDADD = $(UNIT_LDADD) $(SYSTEMD_LIBS) $(LIBBPF_LIBS)
+
+tests_unit_test_dbus_SOURCES = tests/unit/test-dbus.c elided/dbus.c elided/dbus.h
+tests_unit_test_dbus_CFLAGS = $(UNIT_CFLAGS) $(SYSTEMD_CFLAGS) -I$(top_srcdir)/elided -DTOP_SRCDIR=\"$(abs_top_srcdir)\"
+tests_unit_test_dbus_LDADD = $(UNIT_LDADD) $(SYSTEMD_LIBS) common/libelide-tools.la
 endif
