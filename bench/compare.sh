@@ -8,6 +8,7 @@
 #   glibc-elision  no preload, GLIBC_TUNABLES=glibc.elision.enable=1
 #   libelide       LD_PRELOAD=libelide.so
 #   libelide-off   LD_PRELOAD=libelide.so ELIDE=mode=off
+#   libelide-nostats LD_PRELOAD=libelide.so ELIDE=stats=0 (statistics cost: the "stats on/off" column)
 #
 # Runs are interleaved (run 1 of every config, then run 2, ...) so that noise
 # from a shared machine hits every configuration alike; the median of the
@@ -26,7 +27,7 @@ lib=""
 bench=""
 out=""
 
-configs=(plain glibc-elision libelide libelide-off)
+configs=(plain glibc-elision libelide libelide-off libelide-nostats)
 
 usage() {
 	cat <<EOF
@@ -155,6 +156,7 @@ run_one() {
 	glibc-elision)	envv+=(GLIBC_TUNABLES=glibc.elision.enable=1) ;;
 	libelide)	envv+=(LD_PRELOAD="$lib") ;;
 	libelide-off)	envv+=(LD_PRELOAD="$lib" ELIDE=mode=off) ;;
+	libelide-nostats) envv+=(LD_PRELOAD="$lib" ELIDE=stats=0) ;;
 	*)		die "internal error: unknown config '$config'" ;;
 	esac
 
@@ -205,8 +207,8 @@ trap 'rm -f "$report"' EXIT
 	echo "- runs: $runs per configuration, interleaved; duration: $duration_ms ms per run; figure: median ops/s"
 	echo "- libelide: $lib"
 	echo
-	echo "| workload | threads | plain Mops/s | glibc-elision/plain | libelide/plain | libelide/glibc-elision | off/plain |"
-	echo "|---|---:|---:|---:|---:|---:|---:|"
+	echo "| workload | threads | plain Mops/s | glibc-elision/plain | libelide/plain | libelide/glibc-elision | off/plain | stats on/off |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 } >"$report"
 
 nconfigs=${#configs[@]}
@@ -229,10 +231,12 @@ for w in $workloads; do
 		glibc=$(median <<<"${results[glibc-elision]}")
 		elide=$(median <<<"${results[libelide]}")
 		off=$(median <<<"${results[libelide-off]}")
-		printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$w" "$t" \
+		nostats=$(median <<<"${results[libelide-nostats]}")
+		printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$w" "$t" \
 			"$(awk -v p="$plain" 'BEGIN { printf "%.2f", p / 1e6 }')" \
 			"$(ratio "$glibc" "$plain")" "$(ratio "$elide" "$plain")" \
-			"$(ratio "$elide" "$glibc")" "$(ratio "$off" "$plain")" >>"$report"
+			"$(ratio "$elide" "$glibc")" "$(ratio "$off" "$plain")" \
+			"$(ratio "$elide" "$nostats")" >>"$report"
 		unset results
 	done
 done

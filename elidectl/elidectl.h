@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "segment-reader.h"
 #include "source.h"
@@ -13,6 +14,13 @@
 #define EXIT_OK 0
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
+#define EXIT_NOT_FOUND 3     /* no such process or lock */
+#define EXIT_DENIED 4        /* another user's process, or root only */
+#define EXIT_NO_DAEMON 5     /* elided is not running (or not reachable) */
+
+#define ELIDED_BUS_NAME "org.elide.elided1"
+#define ELIDED_BUS_PATH "/org/elide/elided1"
+#define ELIDED_BUS_INTERFACE "org.elide.Manager1"
 
 enum sort_key {
 	SORT_ACQUIRED,
@@ -26,6 +34,10 @@ enum sort_key {
 
 struct ctl_options {
 	const char *runtime_dir;
+	bool runtime_dir_set;    /* --runtime-dir: read segments directly */
+	const char *host;        /* -H: elided on another host over ssh */
+	const char *lock;        /* set/reset --lock */
+	bool daemon;             /* the source is elided (not the segments) */
 	bool json;
 	bool json_pretty;
 	bool legend;
@@ -38,6 +50,35 @@ struct ctl_options {
 
 int verb_list(struct source *s, const struct ctl_options *o, int argc, char **argv);
 int verb_show(struct source *s, const struct ctl_options *o, int argc, char **argv);
+int verb_status(struct source *s, const struct ctl_options *o, int argc, char **argv);
+int verb_set(struct source *s, const struct ctl_options *o, int argc, char **argv);
+int verb_reset(struct source *s, const struct ctl_options *o, int argc, char **argv);
+int verb_reload(struct source *s, const struct ctl_options *o, int argc, char **argv);
+int verb_check_config(struct source *s, const struct ctl_options *o, int argc, char **argv);
+int verb_hw(struct source *s, const struct ctl_options *o, int argc, char **argv);
+int verb_run(struct source *s, const struct ctl_options *o, int argc, char **argv);
+int verb_top(struct source *s, const struct ctl_options *o, int argc, char **argv);
+
+/* A failed D-Bus call: prints "what: message" and returns the exit status
+ * (EXIT_NOT_FOUND, EXIT_DENIED, EXIT_NO_DAEMON, EXIT_USAGE or EXIT_FAIL). */
+struct sd_bus_error;
+int bus_error_exit(const char *what, const struct sd_bus_error *e, int r);
+
+/* "123" → 123; -EINVAL for anything else. */
+int parse_pid(const char *s, pid_t *ret);
+
+/* Process totals, shared by list, status and top. */
+struct proc_totals {
+	uint32_t locks;         /* tracked lock entries, overflow excluded */
+	uint64_t acquired, attempts, commits, aborts, cycles_lost;
+	double age;             /* seconds since the segment was created */
+	double commits_per_sec; /* < 0: unknown (clock went backwards) */
+	double abort_ratio;     /* < 0: unknown; else aborts / attempts */
+	double cycles_lost_per_sec; /* < 0: unknown */
+	bool current;           /* rates over elided's last interval, not averages */
+};
+void totals_of(struct source *s, const struct seg_snapshot *snap, uint64_t now_ns, struct proc_totals *t);
+void user_name(uid_t uid, char *buf, size_t size);
 
 /* User-facing names, in the vocabulary of libelide's exit report. */
 const char *kind_name(uint32_t kind);

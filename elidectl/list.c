@@ -10,20 +10,17 @@
 #include "log.h"
 #include "table.h"
 
-struct proc_totals {
-	uint32_t locks;         /* tracked lock entries, overflow excluded */
-	uint64_t acquired, attempts, commits, aborts, cycles_lost;
-	double age;             /* seconds since the segment was created */
-	double commits_per_sec; /* < 0: unknown (clock went backwards) */
-};
-
 static uint64_t add_sat(uint64_t a, uint64_t b)
 {
 	return a + b < a ? UINT64_MAX : a + b;
 }
 
-static void totals_of(const struct seg_snapshot *snap, uint64_t now_ns, struct proc_totals *t)
+/* With elided, rates are its: over the last interval; without, averages
+ * since the process started with libelide. */
+void totals_of(struct source *s, const struct seg_snapshot *snap, uint64_t now_ns, struct proc_totals *t)
 {
+	struct source_proc_info info;
+
 	memset(t, 0, sizeof(*t));
 	for (uint32_t i = 0; i < snap->nlocks; i++) {
 		const struct elide_seg_lock *l = &snap->locks[i].lock;
@@ -39,9 +36,19 @@ static void totals_of(const struct seg_snapshot *snap, uint64_t now_ns, struct p
 	}
 	t->age = segment_age(snap, now_ns);
 	t->commits_per_sec = t->age > 0 ? (double)t->commits / t->age : -1.0;
+	t->cycles_lost_per_sec = t->age > 0 ? (double)t->cycles_lost / t->age : -1.0;
+	t->abort_ratio = t->attempts ? (double)t->aborts / (double)t->attempts : -1.0;
+	if (t->abort_ratio > 1)
+		t->abort_ratio = 1;
+	if (s && source_info(s, snap->pid, &info) == 0) {
+		t->current = true;
+		t->commits_per_sec = info.commits_per_sec;
+		t->cycles_lost_per_sec = info.cycles_lost_per_sec;
+		t->abort_ratio = info.abort_ratio;
+	}
 }
 
-static void user_name(uid_t uid, char *buf, size_t size)
+void user_name(uid_t uid, char *buf, size_t size)
 {
 	struct passwd pw, *result = NULL;
 	char pwbuf[1024];
@@ -68,7 +75,7 @@ static void short_reason(const char *reason, char *buf, size_t size)
 	snprintf(buf, size, "%.*s", (int)n, reason);
 }
 
-static int list_json(struct seg_snapshot **procs, size_t n, const struct ctl_options *o, uint64_t now_ns)
+static int list_json(struct source *s, struct seg_snapshot **procs, size_t n, const struct ctl_options *o, uint64_t now_ns)
 {
 	struct json j;
 
@@ -76,10 +83,11 @@ static int list_json(struct seg_snapshot **procs, size_t n, const struct ctl_opt
 	json_begin_array(&j);
 	for (size_t i = 0; i < n; i++) {
 		const struct seg_snapshot *p = procs[i];
+		struct source_proc_info info;
 		struct proc_totals t;
 		char user[64];
 
-		totals_of(p, now_ns, &t);
+		totals_of(s, p, now_ns, &t);
 		user_name(p->file_uid, user, sizeof(user));
 		json_begin_object(&j);
 		json_key(&j, "pid");
@@ -121,13 +129,27 @@ static int list_json(struct seg_snapshot **procs, size_t n, const struct ctl_opt
 			json_null(&j);
 		else
 			json_double(&j, t.commits_per_sec);
+		json_key(&j, "abort_ratio");
+		if (t.abort_ratio < 0)
+			json_null(&j);
+		else
+			json_double(&j, t.abort_ratio);
+		/* "interval": elided's last; "average": since the process started. */
+		json_key(&j, "rates");
+		json_string(&j, t.current ? "interval" : "average");
+		if (source_info(s, p->pid, &info) == 0) {
+			json_key(&j, "unit");
+			json_string(&j, info.unit[0] ? info.unit : NULL);
+			json_key(&j, "state");
+			json_string(&j, info.state);
+		}
 		json_end_object(&j);
 	}
 	json_end_array(&j);
 	return json_finish(&j);
 }
 
-static int list_table(struct seg_snapshot **procs, size_t n, const struct ctl_options *o, uint64_t now_ns)
+static int list_table(struct source *s, struct seg_snapshot **procs, size_t n, const struct ctl_options *o, uint64_t now_ns)
 {
 	struct table *t = NULL;
 	int r;
@@ -149,7 +171,7 @@ static int list_table(struct seg_snapshot **procs, size_t n, const struct ctl_op
 		struct proc_totals tot;
 		char user[64], state[64], reason[40];
 
-		totals_of(p, now_ns, &tot);
+		totals_of(s, p, now_ns, &tot);
 		user_name(p->file_uid, user, sizeof(user));
 		if (p->header.elision == ELIDE_SEG_ELISION_ON) {
 			snprintf(state, sizeof(state), "eliding");
@@ -172,8 +194,13 @@ static int list_table(struct seg_snapshot **procs, size_t n, const struct ctl_op
 			r = table_add_cellf(t, "%.1f", tot.commits_per_sec);
 		else
 			r = table_add_number(t, (uint64_t)(tot.commits_per_sec + 0.5));
+		if (r >= 0) {
+			if (tot.abort_ratio < 0)
+				r = table_add_cell(t, "-");
+			else
+				r = table_add_cellf(t, "%.1f%%", tot.abort_ratio * 100);
+		}
 		if (r < 0 ||
-		    (r = table_add_percent(t, tot.aborts, tot.attempts)) < 0 ||
 		    (r = table_add_number(t, tot.cycles_lost)) < 0)
 			goto out;
 	}
@@ -201,6 +228,10 @@ int verb_list(struct source *s, const struct ctl_options *o, int argc, char **ar
 	}
 	r = source_list(s, &procs, &n);
 	if (r < 0) {
+		if (s->error[0]) {
+			log_error("cannot list the processes: %s", s->error);
+			return s->error_exit ? s->error_exit : EXIT_FAIL;
+		}
 		log_error_errno(r, "cannot read %s", s->location);
 		return EXIT_FAIL;
 	}
@@ -211,9 +242,9 @@ int verb_list(struct source *s, const struct ctl_options *o, int argc, char **ar
 		log_info("%u segment%s of other users' processes not readable", s->counts.unreadable,
 			 s->counts.unreadable == 1 ? "" : "s");
 	if (o->json)
-		r = list_json(procs, n, o, now_realtime_ns());
+		r = list_json(s, procs, n, o, now_realtime_ns());
 	else
-		r = list_table(procs, n, o, now_realtime_ns());
+		r = list_table(s, procs, n, o, now_realtime_ns());
 	source_list_free(procs, n);
 	if (r < 0) {
 		log_error_errno(r, "cannot write the list");

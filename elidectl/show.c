@@ -113,93 +113,94 @@ static int build_rows(struct source *s, const struct seg_snapshot *snap, struct 
 	return 0;
 }
 
-static int show_json(const struct seg_snapshot *snap, const struct lock_row *rows, size_t n,
-		     const struct ctl_options *o)
+static int show_json(struct json *j, const struct seg_snapshot *snap, const struct lock_row *rows, size_t n,
+		     bool synthetic)
 {
-	struct json j;
 	char addr[32];
 
-	json_init(&j, stdout, o->json_pretty);
-	json_begin_object(&j);
-	json_key(&j, "pid");
-	json_int(&j, snap->pid);
-	json_key(&j, "uid");
-	json_uint(&j, snap->file_uid);
-	json_key(&j, "exe");
-	json_string(&j, snap->header.exe);
-	json_key(&j, "comm");
-	json_string(&j, snap->header.comm);
-	json_key(&j, "version");
-	json_string(&j, snap->header.lib_version);
-	json_key(&j, "elision");
-	json_string(&j, snap->header.elision == ELIDE_SEG_ELISION_ON ? "on" : "off");
-	json_key(&j, "reason");
-	json_string(&j, snap->header.status_reason);
-	json_key(&j, "mode");
-	json_string(&j, seg_mode_to_string(snap->header.mode));
-	json_key(&j, "rtm_usable");
-	json_bool(&j, snap->header.rtm_usable != 0);
-	json_key(&j, "sample");
-	json_uint(&j, snap->header.sample);
-	json_key(&j, "created_ns");
-	json_uint(&j, snap->header.created_ns);
-	json_key(&j, "bad_locks");
-	json_uint(&j, snap->nbad_locks);
-	json_key(&j, "locks");
-	json_begin_array(&j);
+	json_begin_object(j);
+	json_key(j, "pid");
+	json_int(j, snap->pid);
+	json_key(j, "uid");
+	json_uint(j, snap->file_uid);
+	json_key(j, "exe");
+	json_string(j, snap->header.exe);
+	json_key(j, "comm");
+	json_string(j, snap->header.comm);
+	json_key(j, "version");
+	json_string(j, snap->header.lib_version);
+	json_key(j, "elision");
+	json_string(j, snap->header.elision == ELIDE_SEG_ELISION_ON ? "on" : "off");
+	json_key(j, "reason");
+	json_string(j, snap->header.status_reason);
+	json_key(j, "mode");
+	json_string(j, seg_mode_to_string(snap->header.mode));
+	json_key(j, "rtm_usable");
+	json_bool(j, snap->header.rtm_usable != 0);
+	json_key(j, "sample");
+	if (snap->header.sample)
+		json_uint(j, snap->header.sample);
+	else
+		json_null(j);
+	json_key(j, "created_ns");
+	json_uint(j, snap->header.created_ns);
+	json_key(j, "bad_locks");
+	json_uint(j, snap->nbad_locks);
+	json_key(j, "locks");
+	json_begin_array(j);
 	for (size_t i = 0; i < n; i++) {
 		const struct elide_seg_lock *l = &rows[i].ls->lock;
 		const uint64_t *st = l->stats;
 		bool overflow = l->kind == ELIDE_SEG_KIND_OVERFLOW;
 
-		json_begin_object(&j);
-		json_key(&j, "index");
-		json_uint(&j, rows[i].ls->index);
-		json_key(&j, "name");
-		json_string(&j, rows[i].name);
-		json_key(&j, "symbol");
-		json_string(&j, rows[i].sym.symbol[0] ? rows[i].sym.symbol : NULL);
-		json_key(&j, "address");
+		json_begin_object(j);
+		json_key(j, "index");
+		json_uint(j, rows[i].ls->index);
+		json_key(j, "name");
+		json_string(j, rows[i].name);
+		json_key(j, "symbol");
+		json_string(j, rows[i].sym.symbol[0] ? rows[i].sym.symbol : NULL);
+		json_key(j, "address");
 		snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)l->addr);
-		json_string(&j, overflow ? NULL : addr);
-		json_key(&j, "kind");
-		json_string(&j, kind_name(l->kind));
-		json_key(&j, "callsite");
-		json_string(&j, overflow || !l->callsite ? NULL : rows[i].site.text);
-		json_key(&j, "acquired");
-		json_uint(&j, st[ELIDE_SEG_STAT_ACQUIRED]);
-		json_key(&j, "attempts");
-		json_uint(&j, st[ELIDE_SEG_STAT_ATTEMPTS]);
-		json_key(&j, "commits");
-		json_uint(&j, st[ELIDE_SEG_STAT_COMMITS]);
-		json_key(&j, "aborts");
-		json_begin_object(&j);
+		json_string(j, overflow || synthetic ? NULL : addr);
+		json_key(j, "kind");
+		json_string(j, kind_name(l->kind));
+		json_key(j, "callsite");
+		json_string(j, overflow || !l->callsite ? NULL : rows[i].site.text);
+		json_key(j, "acquired");
+		json_uint(j, st[ELIDE_SEG_STAT_ACQUIRED]);
+		json_key(j, "attempts");
+		json_uint(j, st[ELIDE_SEG_STAT_ATTEMPTS]);
+		json_key(j, "commits");
+		json_uint(j, st[ELIDE_SEG_STAT_COMMITS]);
+		json_key(j, "aborts");
+		json_begin_object(j);
 		for (unsigned c = 0; c < N_ABORT_CAUSES; c++) {
-			json_key(&j, abort_cause_name(c));
-			json_uint(&j, st[ELIDE_SEG_STAT_ABORT_CONFLICT + c]);
+			json_key(j, abort_cause_name(c));
+			json_uint(j, st[ELIDE_SEG_STAT_ABORT_CONFLICT + c]);
 		}
-		json_end_object(&j);
-		json_key(&j, "fallbacks");
-		json_uint(&j, st[ELIDE_SEG_STAT_FALLBACKS]);
-		json_key(&j, "contended");
-		json_uint(&j, st[ELIDE_SEG_STAT_CONTENDED]);
-		json_key(&j, "skipped");
-		json_uint(&j, st[ELIDE_SEG_STAT_SKIPPED]);
-		json_key(&j, "cycles_lost");
-		json_uint(&j, st[ELIDE_SEG_STAT_CYCLES_LOST]);
-		json_key(&j, "state");
-		json_string(&j, state_name(l->state));
-		json_key(&j, "reason");
-		json_string(&j, reason_name(l->reason));
+		json_end_object(j);
+		json_key(j, "fallbacks");
+		json_uint(j, st[ELIDE_SEG_STAT_FALLBACKS]);
+		json_key(j, "contended");
+		json_uint(j, st[ELIDE_SEG_STAT_CONTENDED]);
+		json_key(j, "skipped");
+		json_uint(j, st[ELIDE_SEG_STAT_SKIPPED]);
+		json_key(j, "cycles_lost");
+		json_uint(j, st[ELIDE_SEG_STAT_CYCLES_LOST]);
+		json_key(j, "state");
+		json_string(j, state_name(l->state));
+		json_key(j, "reason");
+		json_string(j, reason_name(l->reason));
 		/* Who decided, when elided did: its configuration, an override
 		 * (elidectl set) or its long-window adaptation. */
-		json_key(&j, "decided_by");
-		json_string(&j, seg_source_to_string(l->ctl_source));
-		json_end_object(&j);
+		json_key(j, "decided_by");
+		json_string(j, seg_source_to_string(l->ctl_source));
+		json_end_object(j);
 	}
-	json_end_array(&j);
-	json_end_object(&j);
-	return json_finish(&j);
+	json_end_array(j);
+	json_end_object(j);
+	return 0;
 }
 
 static void header_line(const char *key, const char *value)
@@ -221,7 +222,8 @@ static void show_header(const struct seg_snapshot *snap, size_t total, size_t sh
 	header_line("PID", buf);
 	header_line("Executable", h->exe[0] ? h->exe : "-");
 	header_line("Command", h->comm[0] ? h->comm : "-");
-	header_line("libelide", h->lib_version[0] ? h->lib_version : "-");
+	if (h->lib_version[0])
+		header_line("libelide", h->lib_version);
 	if (h->status_reason[0])
 		snprintf(buf, sizeof(buf), "%s (%s)", h->elision == ELIDE_SEG_ELISION_ON ? "on" : "off",
 			 h->status_reason);
@@ -229,13 +231,17 @@ static void show_header(const struct seg_snapshot *snap, size_t total, size_t sh
 		snprintf(buf, sizeof(buf), "%s", h->elision == ELIDE_SEG_ELISION_ON ? "on" : "off");
 	header_line("Elision", buf);
 	header_line("Mode", seg_mode_to_string(h->mode));
-	if (h->sample > 1)
+	if (h->sample == 0)
+		snprintf(buf, sizeof(buf), "commit counts are estimates (libelide samples them)");
+	else if (h->sample > 1)
 		snprintf(buf, sizeof(buf), "commit counts are estimates, sampled 1 in %u", h->sample);
 	else
 		snprintf(buf, sizeof(buf), "every commit counted");
 	header_line("Sampling", buf);
-	snprintf(buf, sizeof(buf), "%.1fs (counts since start)", age);
-	header_line("Running", buf);
+	if (h->created_ns) {
+		snprintf(buf, sizeof(buf), "%.1fs (counts since start)", age);
+		header_line("Running", buf);
+	}
 	snprintf(buf, sizeof(buf), "%zu tracked", total);
 	if (shown < total)
 		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ", %zu shown", shown);
@@ -316,7 +322,7 @@ out:
 	return r;
 }
 
-static int parse_pid(const char *s, pid_t *ret)
+int parse_pid(const char *s, pid_t *ret)
 {
 	char *end;
 	long v;
@@ -329,53 +335,134 @@ static int parse_pid(const char *s, pid_t *ret)
 	return 0;
 }
 
-int verb_show(struct source *s, const struct ctl_options *o, int argc, char **argv)
+/* Prints one process; r < 0 on a write error. */
+static int show_one(struct source *s, const struct ctl_options *o, struct json *j, const struct seg_snapshot *snap,
+		    bool first)
 {
-	struct seg_snapshot *snap = NULL;
 	struct lock_row *rows = NULL;
 	size_t n = 0, total;
-	pid_t pid;
 	int r;
 
-	if (argc != 2) {
-		log_error("show takes exactly one PID");
-		return EXIT_USAGE;
-	}
-	if (parse_pid(argv[1], &pid) < 0) {
-		log_error("invalid PID '%s'", argv[1]);
-		return EXIT_USAGE;
-	}
-	r = source_get(s, pid, &snap);
-	if (r == -ENOENT) {
-		log_error("no libelide segment for pid %d in %s", (int)pid, s->location);
-		return EXIT_FAIL;
-	}
-	if (r < 0) {
-		char clean[SEG_ERR_MAX];
-
-		sanitize_text(s->error[0] ? s->error : strerror(-r), clean, sizeof(clean));
-		log_error("cannot read the segment of pid %d: %s", (int)pid, clean);
-		return EXIT_FAIL;
-	}
 	r = build_rows(s, snap, &rows, &n);
 	if (r < 0)
-		goto out;
+		return r;
 	sort_key = o->sort;
 	qsort(rows, n, sizeof(*rows), cmp_rows);
 	total = n;
 	if (o->max_set && n > o->max)
 		n = o->max;
-	if (o->json) {
-		r = show_json(snap, rows, n, o);
+	if (j) {
+		r = show_json(j, snap, rows, n, s->synthetic);
 	} else {
+		if (!first)
+			putchar('\n');
 		if (o->legend) {
 			show_header(snap, total, n);
 			putchar('\n');
 		}
 		r = show_table(rows, n, o);
 	}
-out:
 	free(rows);
+	return r;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/* show EXE: every process whose executable is EXE (a path, or a base name). */
+static int show_exe(struct source *s, const struct ctl_options *o, const char *exe)
+{
+	struct seg_snapshot **procs = NULL;
+	size_t n = 0, shown = 0;
+	struct json j;
+	int r;
+
+	r = source_list(s, &procs, &n);
+	if (r < 0) {
+		log_error("cannot list the processes: %s", s->error[0] ? s->error : strerror(-r));
+		return s->error_exit ? s->error_exit : EXIT_FAIL;
+	}
+	if (o->json) {
+		json_init(&j, stdout, o->json_pretty);
+		json_begin_array(&j);
+	}
+	for (size_t i = 0; i < n && r >= 0; i++) {
+		const struct elide_seg_header *h = &procs[i]->header;
+		bool match = strchr(exe, '/') ? strcmp(h->exe, exe) == 0 :
+			(strcmp(base_name(h->exe), exe) == 0 || (!h->exe[0] && strcmp(h->comm, exe) == 0));
+
+		if (!match)
+			continue;
+		r = show_one(s, o, o->json ? &j : NULL, procs[i], shown == 0);
+		shown++;
+	}
+	if (o->json) {
+		json_end_array(&j);
+		if (r >= 0)
+			r = json_finish(&j);
+	}
+	source_list_free(procs, n);
+	if (r < 0) {
+		log_error_errno(r, "cannot show %s", exe);
+		return EXIT_FAIL;
+	}
+	if (shown == 0) {
+		log_error("no libelide process runs %s", exe);
+		return EXIT_NOT_FOUND;
+	}
+	return EXIT_OK;
+}
+
+int verb_show(struct source *s, const struct ctl_options *o, int argc, char **argv)
+{
+	struct seg_snapshot *snap = NULL;
+	struct json j;
+	pid_t pid;
+	int r;
+
+	if (argc != 2) {
+		log_error("show takes exactly one PID or executable");
+		return EXIT_USAGE;
+	}
+	if (!*argv[1]) {
+		log_error("show: empty argument");
+		return EXIT_USAGE;
+	}
+	if (parse_pid(argv[1], &pid) < 0) {
+		if (argv[1][0] >= '0' && argv[1][0] <= '9') {
+			log_error("invalid PID '%s'", argv[1]);
+			return EXIT_USAGE;
+		}
+		return show_exe(s, o, argv[1]);
+	}
+	r = source_get(s, pid, &snap);
+	if (r == -ENOENT) {
+		if (o->daemon)
+			log_error("no libelide process with pid %d", (int)pid);
+		else
+			log_error("no libelide segment for pid %d in %s", (int)pid, s->location);
+		return EXIT_NOT_FOUND;
+	}
+	if (r < 0) {
+		char clean[SEG_ERR_MAX];
+
+		sanitize_text(s->error[0] ? s->error : strerror(-r), clean, sizeof(clean));
+		log_error("cannot read pid %d: %s", (int)pid, clean);
+		if (s->error_exit)
+			return s->error_exit;
+		return r == -EACCES || r == -EPERM ? EXIT_DENIED : EXIT_FAIL;
+	}
+	if (o->json) {
+		json_init(&j, stdout, o->json_pretty);
+		r = show_one(s, o, &j, snap, true);
+		if (r >= 0)
+			r = json_finish(&j);
+	} else
+		r = show_one(s, o, NULL, snap, true);
 	seg_snapshot_free(snap);
 	if (r < 0) {
 		log_error_errno(r, "cannot show pid %d", (int)pid);

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -43,4 +44,11 @@ void source_symbolize(struct source *s, pid_t pid, uint64_t addr, bool want_obje
 		ret->symbol[0] = '\0';
 		snprintf(ret->text, sizeof(ret->text), "0x%llx", (unsigned long long)addr);
 	}
+}
+
+int source_info(struct source *s, pid_t pid, struct source_proc_info *ret)
+{
+	if (!s->ops->info)
+		return -EOPNOTSUPP;
+	return s->ops->info(s, pid, ret);
 }

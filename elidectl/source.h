@@ -29,6 +29,17 @@ struct source_symbol {
 	char text[256];
 };
 
+/* What elided adds to a process's segment data (source-bus only). */
+struct source_proc_info {
+	char unit[256];              /* systemd unit, "" when none */
+	char mode[16];               /* the mode elided applies */
+	char state[ELIDE_SEG_REASON_MAX + 16]; /* "on" or "off: why" */
+	double acquired_per_sec;     /* over elided's last interval */
+	double commits_per_sec;
+	double abort_ratio;          /* aborts / attempts, 0..1 */
+	double cycles_lost_per_sec;
+};
+
 struct source_ops {
 	const char *name;
 	void (*free)(struct source *s);
@@ -36,6 +47,8 @@ struct source_ops {
 	int (*get)(struct source *s, pid_t pid, struct seg_snapshot **ret);
 	int (*symbolize)(struct source *s, pid_t pid, uint64_t addr, bool want_object,
 			 struct source_symbol *ret);
+	/* Optional: elided's view of the process; -ENOENT when there is none. */
+	int (*info)(struct source *s, pid_t pid, struct source_proc_info *ret);
 };
 
 /* What list() skipped, for --verbose. */
@@ -51,10 +64,23 @@ struct source {
 	char *location;        /* for messages: the runtime directory, the daemon's address */
 	struct source_counts counts;
 	char error[SEG_ERR_MAX]; /* the last failure of get(), one line */
+	int error_exit;          /* with error: the exit status it maps to, 0 = EXIT_FAIL */
+	bool synthetic;          /* lock addresses are made up (not the process's) */
 	void *data;
 };
 
 int source_direct_new(const char *runtime_dir, struct source **ret);
+
+/*
+ * elided over D-Bus: host NULL for the local system bus (which honours
+ * $DBUS_SYSTEM_BUS_ADDRESS), else "[USER@]HOST" over ssh.  -ENXIO when the
+ * bus answers but elided does not own its name; other -errno when the bus
+ * cannot be reached.  `why` gets one line on failure.
+ */
+struct sd_bus;
+int source_bus_new(const char *host, struct source **ret, char *why, size_t whylen);
+/* The bus of a bus source, NULL for others. */
+struct sd_bus *source_bus(struct source *s);
 
 void source_free(struct source *s);
 
@@ -69,5 +95,8 @@ int source_get(struct source *s, pid_t pid, struct seg_snapshot **ret);
 /* Never fails: without symbols the text is the raw address. */
 void source_symbolize(struct source *s, pid_t pid, uint64_t addr, bool want_object,
 		      struct source_symbol *ret);
+
+/* elided's view of the process: -ENOENT (or -EOPNOTSUPP) when unavailable. */
+int source_info(struct source *s, pid_t pid, struct source_proc_info *ret);
 
 #endif

@@ -950,7 +950,8 @@ __attribute__((constructor(101))) static void elide_init(void)
 	log_set_prefix("libelide");
 	elide_options_defaults(&elide.opts);
 	elide_options_parse(&elide.opts, secure_getenv("ELIDE"), on_bad_option, NULL);
-	elide.sample_mask = elide.opts.sample - 1;
+	/* stats=0: the sample counter never comes round, so commits go uncounted. */
+	elide.sample_mask = elide.opts.stats ? elide.opts.sample - 1 : UINT32_MAX;
 	elide.env_mode = elide.opts.mode;
 	elide_hw_detect(&elide.hw);
 	setup_sim_abort();

@@ -53,6 +53,7 @@ static const struct opt_desc opt_table[] = {
 	  "not a decimal number 1..65536 (power of two)" },
 	OPT_U(max_locks, 16, 65535),
 	OPT_B(report),
+	OPT_B(stats),
 	OPT_B(force_normal),
 	OPT_B(verbose),
 };
@@ -72,6 +73,7 @@ void elide_options_defaults(struct elide_options *opts)
 		.sample = 64,
 		.max_locks = 4096,
 		.report = false,
+		.stats = true,
 		.force_normal = false,
 		.verbose = false,
 	};

@@ -29,6 +29,8 @@ struct elide_options {
 	unsigned sample;          /* sample=1..65536, power of two: count 1 in N commits, default 64 */
 	unsigned max_locks;       /* max_locks=16..65535 lock records per process, default 4096 */
 	bool report;              /* report=0|1  per-lock summary on stderr at exit, default 0 */
+	bool stats;               /* stats=0|1   sampled commit counts and the shared segment, default 1;
+				   * 0 keeps aborts (counted off the fast path) in private memory only */
 	bool force_normal;        /* force_normal=0|1 elide explicit PTHREAD_MUTEX_NORMAL mutexes too, default 0 */
 	bool verbose;             /* verbose=0|1  say at start-up whether and why elision is on, default 0 */
 };

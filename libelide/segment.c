@@ -213,7 +213,9 @@ static void *segment_create(bool quiet)
 	seg.file_backed = false;
 	seg.path[0] = '\0';
 	r = read_start_time(&start_time);
-	if (r == 0)
+	if (r == 0 && !elide.opts.stats)
+		r = -ECANCELED; /* stats=0: keep everything private, quietly */
+	else if (r == 0)
 		r = create_file(runtime_dir(), start_time, &base);
 	if (r == 0) {
 		fill_header(base, start_time);
@@ -222,7 +224,7 @@ static void *segment_create(bool quiet)
 			munmap(base, seg.size);
 	}
 	if (r < 0) {
-		if (!quiet)
+		if (!quiet && r != -ECANCELED)
 			log_full_errno(LOG_NOTICE, r, "statistics off: cannot create a segment in %s", runtime_dir());
 		base = mmap(NULL, seg.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (base == MAP_FAILED)

@@ -78,6 +78,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(o.sample, 64);
 	ck_assert_uint_eq(o.max_locks, 4096);
 	ck_assert(!o.report);
+	ck_assert(o.stats);
 	ck_assert(!o.force_normal);
 	ck_assert(!o.verbose);
 }
@@ -269,7 +270,7 @@ END_TEST
 
 START_TEST(test_bools)
 {
-	static const char *const names[] = { "report", "force_normal", "verbose" };
+	static const char *const names[] = { "report", "force_normal", "verbose", "stats" };
 	static const struct {
 		const char *s;
 		bool v;
@@ -281,16 +282,16 @@ START_TEST(test_bools)
 	struct errlog log;
 	char buf[64];
 
-	for (size_t n = 0; n < 3; n++) {
+	for (size_t n = 0; n < 4; n++) {
 		for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
 			bool got;
 
 			elide_options_defaults(&o);
 			/* Start from the opposite value so the parse must change it. */
-			o.report = o.force_normal = o.verbose = !vals[i].v;
+			o.report = o.force_normal = o.verbose = o.stats = !vals[i].v;
 			snprintf(buf, sizeof(buf), "%s=%s", names[n], vals[i].s);
 			ck_assert_int_eq(parse(&o, buf, &log), 0);
-			got = n == 0 ? o.report : n == 1 ? o.force_normal : o.verbose;
+			got = n == 0 ? o.report : n == 1 ? o.force_normal : n == 2 ? o.verbose : o.stats;
 			ck_assert(got == vals[i].v);
 		}
 		reject_value(names[n], "2");
