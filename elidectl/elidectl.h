@@ -75,10 +75,16 @@ struct proc_totals {
 	double commits_per_sec; /* < 0: unknown (clock went backwards) */
 	double abort_ratio;     /* < 0: unknown; else aborts / attempts */
 	double cycles_lost_per_sec; /* < 0: unknown */
+	double acquired_per_sec;    /* < 0: unknown */
 	bool current;           /* rates over elided's last interval, not averages */
 };
 void totals_of(struct source *s, const struct seg_snapshot *snap, uint64_t now_ns, struct proc_totals *t);
 void user_name(uid_t uid, char *buf, size_t size);
+
+/* The per-process rate table of status and top, busiest first by `key`
+ * (SORT_ACQUIRED, SORT_COMMITS, SORT_ABORTS or SORT_CYCLES); max 0 = all. */
+int print_rates(struct source *s, struct seg_snapshot **procs, size_t n, enum sort_key key, size_t max,
+		bool legend);
 
 /* User-facing names, in the vocabulary of libelide's exit report. */
 const char *kind_name(uint32_t kind);

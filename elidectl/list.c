@@ -37,6 +37,7 @@ void totals_of(struct source *s, const struct seg_snapshot *snap, uint64_t now_n
 	t->age = segment_age(snap, now_ns);
 	t->commits_per_sec = t->age > 0 ? (double)t->commits / t->age : -1.0;
 	t->cycles_lost_per_sec = t->age > 0 ? (double)t->cycles_lost / t->age : -1.0;
+	t->acquired_per_sec = t->age > 0 ? (double)t->acquired / t->age : -1.0;
 	t->abort_ratio = t->attempts ? (double)t->aborts / (double)t->attempts : -1.0;
 	if (t->abort_ratio > 1)
 		t->abort_ratio = 1;
@@ -44,6 +45,7 @@ void totals_of(struct source *s, const struct seg_snapshot *snap, uint64_t now_n
 		t->current = true;
 		t->commits_per_sec = info.commits_per_sec;
 		t->cycles_lost_per_sec = info.cycles_lost_per_sec;
+		t->acquired_per_sec = info.acquired_per_sec;
 		t->abort_ratio = info.abort_ratio;
 	}
 }

@@ -320,6 +320,7 @@ static bool try_elide(void *lock, struct lock_rec *rec, enum elide_op op)
 	unsigned retries = elide.opts.retries;
 	unsigned busy_retries = elide.opts.busy_retries;
 	unsigned attempt = 0;
+	bool other_retried = false;
 
 	for (;;) {
 		uint64_t start = 0;
@@ -347,20 +348,32 @@ static bool try_elide(void *lock, struct lock_rec *rec, enum elide_op op)
 			if (busy_retries-- == 0)
 				goto fallback;
 			continue;
-		case ELIDE_ABORT_EXPLICIT:
-			/* trylock, cond wait or destroy inside: this lock's sections
-			 * need the real lock; stop trying for a while. */
+		case ELIDE_ABORT_CONFLICT:
+		case ELIDE_ABORT_RETRY:
+			if (retries-- == 0)
+				goto fallback;
+			conflict_pause(attempt++);
+			continue;
+		case ELIDE_ABORT_OTHER:
+		case ELIDE_ABORT_NESTED:
+			/* No cause bit: an interrupt (gone on retry) or a syscall or
+			 * page fault (there every time).  One more try tells them apart
+			 * before the lock is backed off. */
+			if (!other_retried) {
+				other_retried = true;
+				continue;
+			}
 			rec_back_off(rec);
 			goto fallback;
+		case ELIDE_ABORT_CAPACITY:
+		case ELIDE_ABORT_EXPLICIT:
+		case ELIDE_ABORT_DEBUG:
 		default:
-			break;
-		}
-		if (!elide_abort_is_transient(status) || retries-- == 0) {
-			if (!elide_abort_is_transient(status))
-				rec_back_off(rec);
+			/* Too big for the cache, or trylock / cond wait / destroy
+			 * inside: this lock's sections need the real lock for a while. */
+			rec_back_off(rec);
 			goto fallback;
 		}
-		conflict_pause(attempt++);
 	}
 fallback:
 	rec_count(rec, STAT_FALLBACKS, 1);
