@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * elidectl check-config [FILE]: validate a configuration the way elided
- * loads it (FILE, then FILE.d/*.conf), without the daemon.
+ * loads it (FILE, then the *.conf files in FILE.d), without the daemon.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -5,6 +5,7 @@
  * are not written to the configuration.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <systemd/sd-bus.h>

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * elidectl: the administrator's view of lock elision on this machine.
- * Verbs read through a source (source.h); today the segments directly.
+ * Verbs read through a source (source.h): elided over D-Bus when it runs,
+ * else the segments directly (read-only).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -13,14 +14,29 @@
 #include "elidectl.h"
 #include "log.h"
 
+enum verb_source {
+	SOURCE_NONE,    /* works without elided and segments */
+	SOURCE_ANY,     /* elided, else the segments */
+	SOURCE_DAEMON,  /* elided only */
+};
+
 struct verb {
 	const char *name;
+	enum verb_source source;
 	int (*run)(struct source *s, const struct ctl_options *o, int argc, char **argv);
 };
 
 static const struct verb verbs[] = {
-	{ "list", verb_list },
-	{ "show", verb_show },
+	{ "status", SOURCE_ANY, verb_status },
+	{ "list", SOURCE_ANY, verb_list },
+	{ "show", SOURCE_ANY, verb_show },
+	{ "top", SOURCE_ANY, verb_top },
+	{ "set", SOURCE_DAEMON, verb_set },
+	{ "reset", SOURCE_DAEMON, verb_reset },
+	{ "reload", SOURCE_DAEMON, verb_reload },
+	{ "check-config", SOURCE_NONE, verb_check_config },
+	{ "hw", SOURCE_NONE, verb_hw },
+	{ "run", SOURCE_NONE, verb_run },
 };
 
 static const struct {
@@ -40,11 +56,24 @@ static void help(void)
 {
 	printf("Usage: %s [OPTIONS] COMMAND ...\n"
 	       "\n"
-	       "Show hardware lock elision (libelide) in the running processes.\n"
+	       "Show and steer hardware lock elision (libelide) in the running processes.\n"
 	       "\n"
 	       "Commands:\n"
+	       "  status               elided, the hardware, totals and the busiest processes\n"
 	       "  list                 One line per process running with libelide (the default)\n"
-	       "  show PID             The process's elision state and per-lock statistics\n"
+	       "  show PID|EXE         The process's elision state and per-lock statistics;\n"
+	       "                       EXE (a path or a base name): every process running it\n"
+	       "  top                  Processes by current rates, redrawn every interval\n"
+	       "                       (keys: a acquired, c commits, x aborts, l cycles lost, q quit)\n"
+	       "  set PID [--lock NAME] off|on|adaptive\n"
+	       "                       Override the mode of a process or one lock (not persisted)\n"
+	       "  reset PID [--lock NAME]\n"
+	       "                       Drop the overrides of a process, or of one lock\n"
+	       "  reload               Make elided re-read its configuration\n"
+	       "  check-config [FILE]  Validate a configuration (default %s and its .d)\n"
+	       "  hw                   TSX/RTM report: CPUID, TSX_CTRL, the kernel, a probe\n"
+	       "  run [--mode M] [--] CMD [ARGS...]\n"
+	       "                       Run CMD with libelide preloaded\n"
 	       "\n"
 	       "Options:\n"
 	       "  -h --help            Show this help\n"
@@ -52,22 +81,31 @@ static void help(void)
 	       "     --json[=MODE]     JSON output, MODE pretty or short (default: pretty on a\n"
 	       "                       terminal); numbers are exact integers\n"
 	       "     --no-legend       No column headers, footer or process header\n"
-	       "     --runtime-dir DIR Segment directory (default: $ELIDE_RUNTIME_DIR, else %s)\n"
+	       "     --no-pager        Accepted for compatibility: elidectl never pages\n"
+	       "  -H --host=[USER@]HOST\n"
+	       "                       Talk to elided on HOST over ssh\n"
+	       "     --runtime-dir DIR Read segments in DIR directly, without elided (default:\n"
+	       "                       $ELIDE_RUNTIME_DIR, else %s, when elided is not running)\n"
+	       "     --lock NAME       set, reset: one lock (a name from show, #INDEX or 0xADDRESS)\n"
 	       "     --sort KEY        show: order locks by name, acquired, commits, aborts,\n"
 	       "                       conflict, capacity or cycles (default acquired; numbers\n"
-	       "                       descending, names ascending)\n"
+	       "                       descending, names ascending); top: acquired, commits,\n"
+	       "                       aborts or cycles\n"
 	       "     --max N           show: at most N locks\n"
 	       "  -v --verbose         Say what was skipped (stale segments, other users')\n"
 	       "\n"
-	       "Counts come from each process's libelide.  Rates (COMMITS/s) are averages\n"
-	       "since the process started with libelide, not current rates.  Commit, attempt\n"
-	       "and acquisition counts are estimates: libelide samples 1 in N commits (shown\n"
-	       "by show).  Abort counts are exact.  Tables humanise numbers (1.2k, 3.4M).\n"
-	       "A user sees the processes whose segments they can read: root all of them.\n"
+	       "With elided running, list, show, status and top ask it over D-Bus and rates\n"
+	       "are over its last interval; without it they read the segments directly\n"
+	       "(read-only) and rates (COMMITS/s) are averages since the process started with\n"
+	       "libelide.  Commit, attempt and acquisition counts are estimates: libelide\n"
+	       "samples 1 in N commits (shown by show).  Abort counts are exact.  Tables\n"
+	       "humanise numbers (1.2k, 3.4M).  A user sees and steers their own processes;\n"
+	       "root all of them.\n"
 	       "\n"
-	       "Exit status: 0 success, 1 failure (e.g. no such process), 2 usage error.\n"
-	       "See elidectl(1).\n",
-	       program_invocation_short_name, ELIDE_RUNTIME_DIR_DEFAULT);
+	       "Exit status: 0 success, 1 failure (hw: RTM not usable; check-config: invalid),\n"
+	       "2 usage error, 3 no such process or lock, 4 permission denied, 5 elided is not\n"
+	       "running.  See elidectl(1).\n",
+	       program_invocation_short_name, SYSCONFDIR "/elide.conf", ELIDE_RUNTIME_DIR_DEFAULT);
 }
 
 static int parse_sort(const char *s, enum sort_key *ret)
@@ -95,6 +133,27 @@ static int parse_max(const char *s, unsigned long *ret)
 	return 0;
 }
 
+/* Whether the verb is "run": the first word that is not an option. */
+static bool run_verb(int argc, char **argv)
+{
+	static const char *const with_value[] = { "-H", "--host", "--runtime-dir", "--sort", "--max", "--lock" };
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (strcmp(a, "--") == 0)
+			return i + 1 < argc && strcmp(argv[i + 1], "run") == 0;
+		if (a[0] != '-' || !a[1])
+			return strcmp(a, "run") == 0;
+		for (size_t k = 0; k < ARRAY_SIZE(with_value); k++)
+			if (strcmp(a, with_value[k]) == 0) {
+				i++;
+				break;
+			}
+	}
+	return false;
+}
+
 /* Returns 1 to go on, 0 when done (help/version), or -EXIT_USAGE. */
 static int parse_argv(int argc, char **argv, struct ctl_options *o)
 {
@@ -105,6 +164,8 @@ static int parse_argv(int argc, char **argv, struct ctl_options *o)
 		ARG_RUNTIME_DIR,
 		ARG_SORT,
 		ARG_MAX,
+		ARG_NO_PAGER,
+		ARG_LOCK,
 	};
 	static const struct option options[] = {
 		{ "help", no_argument, NULL, 'h' },
@@ -115,15 +176,20 @@ static int parse_argv(int argc, char **argv, struct ctl_options *o)
 		{ "sort", required_argument, NULL, ARG_SORT },
 		{ "max", required_argument, NULL, ARG_MAX },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "no-pager", no_argument, NULL, ARG_NO_PAGER },
+		{ "host", required_argument, NULL, 'H' },
+		{ "lock", required_argument, NULL, ARG_LOCK },
 		{}
 	};
+	/* `run CMD -x`: CMD's options are not ours, so stop at the verb. */
+	const char *optstring = run_verb(argc, argv) ? "+hvH:" : "hvH:";
 	int c;
 
 	o->json_pretty = isatty(STDOUT_FILENO);
 	o->legend = true;
 	o->sort = SORT_ACQUIRED;
 	opterr = 0; /* our own messages, with our prefix */
-	while ((c = getopt_long(argc, argv, "hv", options, NULL)) >= 0) {
+	while ((c = getopt_long(argc, argv, optstring, options, NULL)) >= 0) {
 		switch (c) {
 		case 'h':
 			help();
@@ -153,6 +219,23 @@ static int parse_argv(int argc, char **argv, struct ctl_options *o)
 				return -EXIT_USAGE;
 			}
 			o->runtime_dir = optarg;
+			o->runtime_dir_set = true;
+			break;
+		case 'H':
+			if (!*optarg) {
+				log_error("--host: empty host");
+				return -EXIT_USAGE;
+			}
+			o->host = optarg;
+			break;
+		case ARG_LOCK:
+			if (!*optarg) {
+				log_error("--lock: empty name");
+				return -EXIT_USAGE;
+			}
+			o->lock = optarg;
+			break;
+		case ARG_NO_PAGER:
 			break;
 		case ARG_SORT:
 			if (parse_sort(optarg, &o->sort) < 0) {
@@ -179,6 +262,52 @@ static int parse_argv(int argc, char **argv, struct ctl_options *o)
 		}
 	}
 	return 1;
+}
+
+static int open_source(const struct verb *verb, struct ctl_options *o, struct source **ret)
+{
+	char why[512] = "";
+	int r;
+
+	if (verb->source == SOURCE_NONE) {
+		if (o->host) {
+			log_error("%s works on this machine only (no -H)", verb->name);
+			return EXIT_USAGE;
+		}
+		*ret = NULL;
+		return EXIT_OK;
+	}
+	if (verb->source == SOURCE_ANY && o->runtime_dir_set) {
+		if (o->host) {
+			log_error("--runtime-dir and -H exclude each other");
+			return EXIT_USAGE;
+		}
+		goto direct;
+	}
+	r = source_bus_new(o->host, ret, why, sizeof(why));
+	if (r >= 0) {
+		o->daemon = true;
+		return EXIT_OK;
+	}
+	if (verb->source == SOURCE_DAEMON || o->host) {
+		log_error("%s", why);
+		return EXIT_NO_DAEMON;
+	}
+	/* Only a bus that answers tells us elided is not running; without a
+	 * system bus at all (a container, a minimal system) reading the
+	 * segments is simply how elidectl works: said with --verbose only.
+	 * status says so itself, in its output. */
+	if (r == -ENXIO && strcmp(verb->name, "status") != 0)
+		log_notice("elided is not running: reading segments directly (read-only)");
+	else
+		log_debug("%s: reading segments directly (read-only)", why);
+direct:
+	r = source_direct_new(o->runtime_dir, ret);
+	if (r < 0) {
+		log_error_errno(r, "cannot set up");
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
 }
 
 int main(int argc, char **argv)
@@ -210,17 +339,19 @@ int main(int argc, char **argv)
 		log_error("unknown command '%s'; see --help", name);
 		return EXIT_USAGE;
 	}
+	if (o.lock && verb->run != verb_set && verb->run != verb_reset) {
+		log_error("--lock applies to set and reset only");
+		return EXIT_USAGE;
+	}
 
 	if (!o.runtime_dir) {
 		o.runtime_dir = getenv("ELIDE_RUNTIME_DIR");
 		if (!o.runtime_dir || !*o.runtime_dir)
 			o.runtime_dir = ELIDE_RUNTIME_DIR_DEFAULT;
 	}
-	r = source_direct_new(o.runtime_dir, &s);
-	if (r < 0) {
-		log_error_errno(r, "cannot set up");
-		return EXIT_FAIL;
-	}
+	r = open_source(verb, &o, &s);
+	if (r != EXIT_OK)
+		return r;
 	r = verb->run(s, &o, argc, argv);
 	source_free(s);
 	if (fflush(stdout) != 0 || ferror(stdout)) {

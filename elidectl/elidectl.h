@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <systemd/sd-bus.h>
 
 #include "segment-reader.h"
 #include "source.h"
@@ -61,8 +62,7 @@ int verb_top(struct source *s, const struct ctl_options *o, int argc, char **arg
 
 /* A failed D-Bus call: prints "what: message" and returns the exit status
  * (EXIT_NOT_FOUND, EXIT_DENIED, EXIT_NO_DAEMON, EXIT_USAGE or EXIT_FAIL). */
-struct sd_bus_error;
-int bus_error_exit(const char *what, const struct sd_bus_error *e, int r);
+int bus_error_exit(const char *what, const sd_bus_error *e, int r);
 
 /* "123" → 123; -EINVAL for anything else. */
 int parse_pid(const char *s, pid_t *ret);

@@ -1,15 +1,27 @@
 # elidectl/: the administrator's command line.  Verbs read through a source
-# (source.h): today the segments directly (source-direct.c).
+# (source.h): elided over D-Bus (source-bus.c), else the segments directly
+# (source-direct.c).  check-config links elided's configuration parser.
 bin_PROGRAMS += elidectl/elidectl
 elidectl_elidectl_SOURCES = \
 	elidectl/elidectl.c elidectl/elidectl.h \
 	elidectl/list.c \
 	elidectl/show.c \
+	elidectl/status.c \
+	elidectl/control.c \
+	elidectl/top.c \
+	elidectl/check-config.c \
+	elidectl/hwinfo.c \
+	elidectl/run.c \
 	elidectl/format.c \
 	elidectl/source.c elidectl/source.h \
 	elidectl/source-direct.c \
+	elidectl/source-bus.c \
 	elidectl/table.c elidectl/table.h \
-	elidectl/json.c elidectl/json.h
-# libelide-tools.la: the segment reader, with libelide-common.la (log, elfsym).
-elidectl_elidectl_LDADD = common/libelide-tools.la
+	elidectl/json.c elidectl/json.h \
+	elided/config.c elided/policy-config.h
+elidectl_elidectl_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/elided \
+	-DSYSCONFDIR=\"$(sysconfdir)\" -DLIBDIR=\"$(libdir)\"
+elidectl_elidectl_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS) $(LIBCONFIG_CFLAGS)
+# libelide-tools.la: the segment reader, with libelide-common.la (log, elfsym, hw).
+elidectl_elidectl_LDADD = common/libelide-tools.la $(SYSTEMD_LIBS) $(LIBCONFIG_LIBS)
 dist_man_MANS += elidectl/elidectl.1

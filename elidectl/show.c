@@ -100,7 +100,9 @@ static int build_rows(struct source *s, const struct seg_snapshot *snap, struct 
 				snprintf(row->site.text, sizeof(row->site.text), "-");
 		}
 		/* elide.h's name, else the symbol, else the address. */
-		if (l->name[0])
+		if (l->kind == ELIDE_SEG_KIND_OVERFLOW)
+			snprintf(row->name, sizeof(row->name), "(overflow)");
+		else if (l->name[0])
 			snprintf(row->name, sizeof(row->name), "%s", l->name);
 		else if (row->sym.symbol[0])
 			snprintf(row->name, sizeof(row->name), "%s", row->sym.symbol);

@@ -20,6 +20,7 @@
 #include "elidectl.h"
 #include "log.h"
 #include "source.h"
+#include "table.h"
 
 /* Made-up addresses: the entry index above this base, never 0. */
 #define FAKE_ADDR_BASE 0x100000000ull
@@ -78,7 +79,7 @@ static struct bus_proc *find_proc(struct bus_data *d, pid_t pid)
 	return NULL;
 }
 
-int bus_error_exit(const char *what, const struct sd_bus_error *e, int r)
+int bus_error_exit(const char *what, const sd_bus_error *e, int r)
 {
 	const char *msg = e && e->message ? e->message : strerror(-r);
 	char clean[512];

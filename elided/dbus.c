@@ -9,7 +9,7 @@
  *
  * Properties (readable by anyone):
  *   Version           s   elided's version
- *   DiscoveryMethod   s   "bpf" or "fallback (inotify+pidfd): why"
+ *   DiscoveryMethod   s   discovery_describe(): "bpf (...)" or "fallback (inotify + pidfd): why"
  *   RuntimeDirectory  s   where the segments are (/run/elide)
  *   ConfigFiles       as  configuration files read, in order
  *   LastReload        s   "ok at ..." or the last reload's error

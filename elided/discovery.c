@@ -628,7 +628,7 @@ int discovery_new(sd_event *event, const char *runtime_dir, bool allow_bpf, cons
 	/* Exit events before the directory watch, the watch before the scan:
 	 * a process is either in the scan or in an event, never in neither. */
 	if (!allow_bpf) {
-		snprintf(d->description, sizeof(d->description), FALLBACK_PREFIX "BPF not allowed by configuration");
+		snprintf(d->description, sizeof(d->description), FALLBACK_PREFIX "BPF disabled by --no-bpf");
 	} else {
 #ifdef HAVE_BPF
 		r = bpf_setup(d);

@@ -48,6 +48,7 @@ struct history_point {
 struct tracked_process {
 	pid_t pid;
 	uint64_t start_time;
+	uint64_t created_ns;         /* the segment's; a new value means a new image (exec) */
 	uid_t uid;
 	char seg_name[64];
 	char exe[ELIDE_SEG_EXE_MAX];
@@ -95,6 +96,9 @@ struct elided {
 /* process.c */
 uint64_t now_ns(void);
 void elided_adopt_segment(struct elided *d, const char *name);
+/* Look at the runtime directory again: segments refused earlier (per-user
+ * cap, not yet valid) get another chance, leftovers of dead processes go. */
+void elided_rescan(struct elided *d);
 void elided_reap(struct elided *d, pid_t pid);
 void elided_refresh_all(struct elided *d);
 void elided_redecide_all(struct elided *d);

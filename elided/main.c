@@ -153,6 +153,9 @@ static int on_interval(sd_event_source *s, uint64_t usec, void *userdata)
 
 	elided_refresh_all(d);
 	d->intervals++;
+	/* Every few intervals, give refused segments another chance. */
+	if (d->intervals % 5 == 0)
+		elided_rescan(d);
 	d->cpu_seconds_per_interval = cpu_seconds() - before;
 	status_notify(d);
 	sd_event_source_set_time(s, usec + next);

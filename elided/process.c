@@ -6,6 +6,7 @@
  * (copied and validated) first; identity comes from /proc, never from the
  * segment.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -302,8 +303,9 @@ static void push_decisions(struct elided *d, struct tracked_process *p, const st
 	c.contention = k->contention;
 	c.skip = k->skip;
 	c.skip_max = k->skip_max;
-	/* 0 in the control block means "keep": a configured 0.0 becomes 1 ppm. */
-	if (k->max_abort_ratio >= 0)
+	/* Only a program rule's own ratio overrides the program's ELIDE
+	 * abort_ratio; 0 in the control block means "keep", so 0.0 is 1 ppm. */
+	if (p->decision.rule && p->decision.rule->knobs.max_abort_ratio >= 0)
 		c.abort_ratio_ppm = k->max_abort_ratio * 1e6 < 1 ? 1 : (uint32_t)(k->max_abort_ratio * 1e6);
 	c.mode_source = p->override != POLICY_MODE_UNSET ? ELIDE_SEG_SOURCE_OVERRIDE :
 			c.mode != ELIDE_SEG_MODE_NONE ? ELIDE_SEG_SOURCE_CONFIG : ELIDE_SEG_SOURCE_NONE;
@@ -430,6 +432,23 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 		return r;
 	}
 	p->last_error[0] = '\0';
+	if (p->created_ns && snap->header.created_ns != p->created_ns) {
+		/* exec: same pid and start time, a new program with a new segment. */
+		free(p->locks);
+		p->locks = NULL;
+		p->nlocks = 0;
+		elfsym_maps_free(p->maps);
+		p->maps = NULL;
+		p->override = POLICY_MODE_UNSET;
+		p->control_valid = false;
+		p->last_sample_ns = 0;
+		p->history_len = p->history_next = 0;
+		read_identity(p);
+		decide(d, p);
+		log_info("pid %d exec'd %s, policy %s", (int)p->pid, p->exe[0] ? p->exe : p->comm,
+			 policy_mode_to_string(effective_process_mode(p)));
+	}
+	p->created_ns = snap->header.created_ns;
 	p->elision = snap->header.elision;
 	p->mode = snap->header.mode;
 	p->sample = snap->header.sample;
@@ -465,7 +484,7 @@ static void remove_stale(struct elided *d, const char *name)
 		log_info("removed %s: its process is gone", name);
 }
 
-void elided_adopt_segment(struct elided *d, const char *name)
+static void adopt(struct elided *d, const char *name, bool quiet)
 {
 	_cleanup_free_ struct tracked_process *fresh = NULL;
 	struct seg_snapshot *snap = NULL;
@@ -486,10 +505,15 @@ void elided_adopt_segment(struct elided *d, const char *name)
 	if (r == -ENOENT)
 		return;
 	if (r < 0) {
-		log_warning("ignoring %s", err);
+		if (!quiet)
+			log_warning("ignoring %s", err);
 		return;
 	}
 	if (processes_of_uid(d, snap->file_uid) >= d->config->max_segments_per_uid) {
+		if (quiet) {
+			seg_snapshot_free(snap);
+			return;
+		}
 		log_warning("ignoring %s: uid %u already has %u processes tracked (daemon.max_segments_per_uid)", name,
 			    (unsigned)snap->file_uid, d->config->max_segments_per_uid);
 		seg_snapshot_free(snap);
@@ -523,6 +547,62 @@ void elided_adopt_segment(struct elided *d, const char *name)
 		 fresh->decision.rule ? fresh->decision.rule->where : "");
 	elided_bus_emit_process_added(d, fresh);
 	fresh = NULL;
+}
+
+void elided_adopt_segment(struct elided *d, const char *name)
+{
+	adopt(d, name, false);
+}
+
+/* "<pid>-<start>.seg.new" of a process that died while creating it. */
+static void remove_dead_partial(struct elided *d, const char *name)
+{
+	char base[64];
+	size_t len = strlen(name);
+	pid_t pid;
+	uint64_t start, now_start;
+
+	if (len <= 4 || len >= sizeof(base) || strcmp(name + len - 4, ".new"))
+		return;
+	memcpy(base, name, len - 4);
+	base[len - 4] = '\0';
+	if (seg_parse_name(base, &pid, &start) < 0)
+		return;
+	if (seg_proc_start_time(NULL, pid, &now_start) == 0 && now_start == start)
+		return; /* still being created */
+	remove_stale(d, name);
+}
+
+void elided_rescan(struct elided *d)
+{
+	DIR *dir;
+	struct dirent *de;
+	int fd = dup(d->runtime_dirfd);
+	size_t seen = 0;
+
+	if (fd < 0)
+		return;
+	dir = fdopendir(fd);
+	if (!dir) {
+		close(fd);
+		return;
+	}
+	rewinddir(dir);
+	/* Bounded work per pass: a directory flooded with junk cannot stall us. */
+	while ((de = readdir(dir)) && seen++ < 16384) {
+		pid_t pid;
+		uint64_t start;
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (seg_parse_name(de->d_name, &pid, &start) < 0) {
+			remove_dead_partial(d, de->d_name);
+			continue;
+		}
+		if (!elided_find_process(d, pid))
+			adopt(d, de->d_name, true);
+	}
+	closedir(dir);
 }
 
 void elided_reap(struct elided *d, pid_t pid)

@@ -178,6 +178,7 @@ bool attr_is_normal(const pthread_mutexattr_t *attr) _hidden_;
 
 /* segment.c */
 void segment_init(void) _hidden_;
+int segment_reserve(uint32_t idx) _hidden_;
 void segment_fini(void) _hidden_;
 void segment_fork_child(void) _hidden_;
 void segment_publish_status(void) _hidden_;

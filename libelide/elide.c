@@ -872,7 +872,8 @@ _public_ int __elide_rwlock_annotate(pthread_rwlock_t *rw, int policy, const cha
 
 _public_ int __elide_active(void)
 {
-	return elide.enabled ? 1 : 0;
+	/* elided may have switched the process off since start-up. */
+	return elide.enabled && elide.opts.mode != ELIDE_MODE_OFF ? 1 : 0;
 }
 
 /* ---- start-up and exit ------------------------------------------------ */

@@ -131,6 +131,12 @@ static uint32_t rec_alloc(void)
 	return 0;
 }
 
+static void registry_recycle(uint32_t idx)
+{
+	elide.recs[idx].next_free = free_head;
+	free_head = idx;
+}
+
 static void rec_reset(struct lock_rec *rec, void *lock, enum lock_kind kind, void *callsite)
 {
 	struct elide_seg_lock *e = rec_entry(rec);
@@ -189,6 +195,11 @@ struct lock_rec *registry_attach(void *lock, uint16_t *idx_ptr, enum lock_kind k
 		return rec_of_idx(idx);
 	}
 	fresh = rec_alloc();
+	if (fresh && segment_reserve(fresh) < 0) {
+		/* No room in the runtime directory for its entry. */
+		registry_recycle(fresh);
+		fresh = 0;
+	}
 	if (!fresh) {
 		__atomic_store_n(idx_ptr, (uint16_t)REC_OVERFLOW, __ATOMIC_RELEASE);
 		registry_lock_release();

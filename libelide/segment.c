@@ -26,9 +26,44 @@ static struct {
 	bool file_backed;
 	pid_t owner;              /* the pid whose file this is */
 	int dirfd;                /* open between create_file() and publish_file() */
+	int fd;                   /* the segment file, kept to reserve more entries */
+	uint32_t reserved;        /* lock entries [0, reserved) have their pages */
 	char name[64];
 	char path[PATH_MAX];
-} seg = { .dirfd = -1 };
+} seg = { .dirfd = -1, .fd = -1 };
+
+/* Entries whose pages are reserved when the segment is created. */
+#define SEG_RESERVE_FIRST 64u
+
+static size_t entries_end(uint32_t n)
+{
+	if (n > elide.nrecs)
+		n = elide.nrecs;
+	return ELIDE_SEG_HEADER_SIZE + ELIDE_SEG_CONTROL_SIZE + (size_t)n * sizeof(struct elide_seg_lock);
+}
+
+/*
+ * Make sure entry `idx` has its pages (file-backed segments reserve in
+ * doublings).  Called on the slow path that creates a lock record.
+ */
+int segment_reserve(uint32_t idx)
+{
+	uint32_t want;
+	int r;
+
+	if (seg.fd < 0 || idx < seg.reserved)
+		return 0;
+	want = seg.reserved;
+	while (want <= idx)
+		want *= 2;
+	if (want > elide.nrecs)
+		want = elide.nrecs;
+	r = posix_fallocate(seg.fd, 0, (off_t)entries_end(want));
+	if (r != 0)
+		return -r;
+	seg.reserved = want;
+	return 0;
+}
 
 static size_t segment_size(void)
 {
@@ -143,20 +178,30 @@ static int create_file(const char *dir, uint64_t start_time, void **ret)
 		close(dfd);
 		return r;
 	}
-	/* Reserve the pages now: a full tmpfs must fail here, not SIGBUS later. */
-	r = -posix_fallocate(fd, 0, (off_t)seg.size);
+	/*
+	 * The file has its full size but only the pages of the header, the
+	 * control block and the first entries are reserved: a process with few
+	 * locks costs /run a few KiB.  segment_reserve() adds more as locks
+	 * come; a full tmpfs fails there (the lock then counts in the overflow
+	 * entry), never with SIGBUS on a touch.
+	 */
+	r = ftruncate(fd, (off_t)seg.size) < 0 ? -errno : 0;
+	if (r == 0)
+		r = -posix_fallocate(fd, 0, (off_t)entries_end(SEG_RESERVE_FIRST));
 	if (r == 0) {
 		p = mmap(NULL, seg.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (p == MAP_FAILED)
 			r = -errno;
 	}
-	close(fd);
 	if (r < 0) {
+		close(fd);
 		unlinkat(dfd, tmp, 0);
 		close(dfd);
 		return r;
 	}
 	seg.dirfd = dfd;
+	seg.fd = fd;
+	seg.reserved = SEG_RESERVE_FIRST < elide.nrecs ? SEG_RESERVE_FIRST : elide.nrecs;
 	snprintf(seg.path, sizeof(seg.path), "%s/%s", dir, seg.name);
 	*ret = p;
 	return 0;
@@ -212,6 +257,9 @@ static void *segment_create(bool quiet)
 	seg.size = segment_size();
 	seg.file_backed = false;
 	seg.path[0] = '\0';
+	if (seg.fd >= 0)
+		close(seg.fd); /* a forked child's copy of the parent's file */
+	seg.fd = -1;
 	r = read_start_time(&start_time);
 	if (r == 0 && !elide.opts.stats)
 		r = -ECANCELED; /* stats=0: keep everything private, quietly */
@@ -311,9 +359,12 @@ void segment_fork_child(void)
 	for (uint32_t i = REC_OVERFLOW; i < high; i++) {
 		struct elide_seg_lock *e = &elide.seg_locks[i];
 
+		if (segment_reserve(i) < 0)
+			break; /* the rest count in the overflow entry from now on */
 		memcpy(e, &old_locks[i], sizeof(*e));
 		memset(e->stats, 0, sizeof(e->stats));
 		e->ctl_policy = ELIDE_SEG_CTL_NONE;
+		e->ctl_source = ELIDE_SEG_SOURCE_NONE;
 	}
 	elide.seg_header->lock_high_water = high;
 	segment_publish_status();

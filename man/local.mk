@@ -1,6 +1,9 @@
 # Manual pages, and a test that lints them with groff.
 dist_man_MANS += \
 	man/libelide.7 \
+	man/elided.8 \
+	man/elide.conf.5 \
+	man/elide-segment.5 \
 	man/elide.h.3 \
 	man/elide_mutex_set_policy.3 \
 	man/elide_mutex_set_name.3 \

@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * elidectl status: the daemon (configuration, last reload, discovery), the
+ * hardware verdict, totals and the busiest processes.  Without elided: what
+ * the segments and this machine's CPU say, and exit status 5.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-bus.h>
+
+#include "elidectl.h"
+#include "hw.h"
+#include "json.h"
+#include "log.h"
+#include "table.h"
+
+#define BUSIEST 5
+
+struct daemon_status {
+	char *version, *discovery, *runtime_dir, *last_reload, *rtm_reason, *summary;
+	char **config_files;
+	int rtm_usable;
+	double interval;
+	uint32_t processes, eliding;
+	double commits_per_sec, aborts_per_sec, cycles_lost_per_sec;
+};
+
+static void daemon_status_free(struct daemon_status *d)
+{
+	free(d->version);
+	free(d->discovery);
+	free(d->runtime_dir);
+	free(d->last_reload);
+	free(d->rtm_reason);
+	free(d->summary);
+	for (char **f = d->config_files; f && *f; f++)
+		free(*f);
+	free(d->config_files);
+}
+
+static int get_string(sd_bus *bus, const char *name, char **ret, sd_bus_error *e)
+{
+	return sd_bus_get_property_string(bus, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, name, e, ret);
+}
+
+static int read_daemon(sd_bus *bus, struct daemon_status *d, sd_bus_error *e)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	const char *summary;
+	int r;
+
+	if ((r = get_string(bus, "Version", &d->version, e)) < 0 ||
+	    (r = get_string(bus, "DiscoveryMethod", &d->discovery, e)) < 0 ||
+	    (r = get_string(bus, "RuntimeDirectory", &d->runtime_dir, e)) < 0 ||
+	    (r = get_string(bus, "LastReload", &d->last_reload, e)) < 0 ||
+	    (r = get_string(bus, "RtmReason", &d->rtm_reason, e)) < 0)
+		return r;
+	r = sd_bus_get_property_strv(bus, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, "ConfigFiles", e,
+				     &d->config_files);
+	if (r < 0)
+		return r;
+	r = sd_bus_get_property_trivial(bus, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, "RtmUsable", e,
+					'b', &d->rtm_usable);
+	if (r < 0)
+		return r;
+	r = sd_bus_get_property_trivial(bus, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, "Interval", e,
+					'd', &d->interval);
+	if (r < 0)
+		return r;
+	r = sd_bus_call_method(bus, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, "GetStatus", e, &reply,
+			       NULL);
+	if (r < 0)
+		return r;
+	r = sd_bus_message_read(reply, "suuddd", &summary, &d->processes, &d->eliding, &d->commits_per_sec,
+				&d->aborts_per_sec, &d->cycles_lost_per_sec);
+	if (r < 0)
+		return r;
+	d->summary = strdup(summary);
+	return d->summary ? 0 : -ENOMEM;
+}
+
+static void line(const char *key, const char *value)
+{
+	char clean[1024];
+
+	sanitize_text(value, clean, sizeof(clean));
+	printf("%16s: %s\n", key, clean);
+}
+
+static void status_json(const struct daemon_status *d, bool daemon, const struct elide_hw *hw,
+			struct source *s, struct seg_snapshot **procs, size_t n, bool pretty)
+{
+	uint64_t now = now_realtime_ns();
+	struct json j;
+
+	json_init(&j, stdout, pretty);
+	json_begin_object(&j);
+	json_key(&j, "daemon");
+	json_string(&j, daemon ? "running" : "not running");
+	if (daemon) {
+		json_key(&j, "version");
+		json_string(&j, d->version);
+		json_key(&j, "config_files");
+		json_begin_array(&j);
+		for (char **f = d->config_files; f && *f; f++)
+			json_string(&j, *f);
+		json_end_array(&j);
+		json_key(&j, "last_reload");
+		json_string(&j, d->last_reload);
+		json_key(&j, "discovery");
+		json_string(&j, d->discovery);
+		json_key(&j, "runtime_directory");
+		json_string(&j, d->runtime_dir);
+		json_key(&j, "interval");
+		json_double(&j, d->interval);
+	}
+	json_key(&j, "rtm_usable");
+	json_bool(&j, daemon ? d->rtm_usable : hw->rtm_usable);
+	json_key(&j, "rtm_reason");
+	json_string(&j, daemon ? d->rtm_reason : hw->reason);
+	json_key(&j, "processes");
+	json_uint(&j, n);
+	json_key(&j, "busiest");
+	json_begin_array(&j);
+	for (size_t i = 0; i < n && i < BUSIEST; i++) {
+		struct proc_totals t;
+
+		totals_of(s, procs[i], now, &t);
+		json_begin_object(&j);
+		json_key(&j, "pid");
+		json_int(&j, procs[i]->pid);
+		json_key(&j, "exe");
+		json_string(&j, procs[i]->header.exe);
+		json_key(&j, "commits_per_sec");
+		if (t.commits_per_sec < 0)
+			json_null(&j);
+		else
+			json_double(&j, t.commits_per_sec);
+		json_end_object(&j);
+	}
+	json_end_array(&j);
+	if (daemon) {
+		json_key(&j, "eliding");
+		json_uint(&j, d->eliding);
+		json_key(&j, "commits_per_sec");
+		json_double(&j, d->commits_per_sec);
+		json_key(&j, "aborts_per_sec");
+		json_double(&j, d->aborts_per_sec);
+		json_key(&j, "cycles_lost_per_sec");
+		json_double(&j, d->cycles_lost_per_sec);
+	}
+	json_end_object(&j);
+	json_finish(&j);
+}
+
+/* Busiest first, by commits/s: the order of status's short table and JSON. */
+static struct source *sort_source;
+static int cmp_busiest(const void *a, const void *b)
+{
+	const struct seg_snapshot *x = *(struct seg_snapshot *const *)a, *y = *(struct seg_snapshot *const *)b;
+	struct proc_totals tx, ty;
+	uint64_t now = now_realtime_ns();
+
+	totals_of(sort_source, x, now, &tx);
+	totals_of(sort_source, y, now, &ty);
+	if (tx.commits_per_sec != ty.commits_per_sec)
+		return tx.commits_per_sec < ty.commits_per_sec ? 1 : -1;
+	return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+int verb_status(struct source *s, const struct ctl_options *o, int argc, char **argv)
+{
+	_cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+	struct daemon_status d = {};
+	struct seg_snapshot **procs = NULL;
+	struct elide_hw hw = {};
+	size_t n = 0;
+	char buf[512];
+	int r, ret = EXIT_OK;
+
+	(void)argv;
+	if (argc != 1) {
+		log_error("status takes no arguments");
+		return EXIT_USAGE;
+	}
+	if (o->daemon) {
+		r = read_daemon(source_bus(s), &d, &e);
+		if (r < 0) {
+			daemon_status_free(&d);
+			return bus_error_exit("cannot read elided's status", &e, r);
+		}
+	} else {
+		elide_hw_detect(&hw);
+		ret = EXIT_NO_DAEMON;
+	}
+	r = source_list(s, &procs, &n);
+	if (r < 0) {
+		/* Say what we know; the processes are not that. */
+		log_warning("cannot list the processes: %s", s->error[0] ? s->error : strerror(-r));
+		procs = NULL;
+		n = 0;
+	}
+	sort_source = s;
+	if (n > 1)
+		qsort(procs, n, sizeof(*procs), cmp_busiest);
+
+	if (o->json) {
+		status_json(&d, o->daemon, &hw, s, procs, n, o->json_pretty);
+		goto out;
+	}
+	if (o->daemon) {
+		snprintf(buf, sizeof(buf), "running, version %s%s%s", d.version, o->host ? ", on " : "",
+			 o->host ? o->host : "");
+		line("elided", buf);
+		buf[0] = '\0';
+		for (char **f = d.config_files; f && *f; f++)
+			snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s%s", f == d.config_files ? "" : ", ",
+				 *f);
+		line("Config", buf[0] ? buf : "-");
+		line("Last reload", d.last_reload[0] ? d.last_reload : "none since start");
+		line("Discovery", d.discovery);
+		line("Runtime dir", d.runtime_dir);
+		snprintf(buf, sizeof(buf), "%.2gs", d.interval);
+		line("Interval", buf);
+		snprintf(buf, sizeof(buf), "%s: %s", d.rtm_usable ? "RTM usable" : "RTM not usable", d.rtm_reason);
+		line("Hardware", buf);
+		snprintf(buf, sizeof(buf), "%u tracked, %u eliding", d.processes, d.eliding);
+		line("Processes", buf);
+		snprintf(buf, sizeof(buf), "%.1f commits/s, %.1f aborts/s, %.0f cycles lost/s (last interval)",
+			 d.commits_per_sec, d.aborts_per_sec, d.cycles_lost_per_sec);
+		line("Totals", buf);
+	} else {
+		line("elided", "not running: reading segments directly (read-only)");
+		snprintf(buf, sizeof(buf), "%s: %s", hw.rtm_usable ? "RTM usable" : "RTM not usable", hw.reason);
+		line("Hardware", buf);
+		snprintf(buf, sizeof(buf), "%zu with libelide (rates are averages since start)", n);
+		line("Processes", buf);
+	}
+	if (n > 0) {
+		printf("\nBusiest processes:\n");
+		r = print_rates(s, procs, n, SORT_COMMITS, BUSIEST, true);
+		if (r < 0)
+			ret = EXIT_FAIL;
+	}
+out:
+	source_list_free(procs, n);
+	daemon_status_free(&d);
+	return ret;
+}

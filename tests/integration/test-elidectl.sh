@@ -1,0 +1,287 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Every elidectl command against the real elided on a private D-Bus system
+# bus (dbus-daemon), a private runtime directory and a temporary
+# configuration, with real workloads under libelide (started by
+# `elidectl run`): status, list, show (PID and EXE), set/reset (process and
+# lock), reload, check-config, hw, run, top (one-shot and on a pty), -H,
+# and the error paths: unknown pid, unknown lock, invalid mode, permission
+# denied (as nobody, when root), invalid config, daemon not running.
+# Exit statuses are checked against elidectl(1): 0 ok, 1 failure, 2 usage,
+# 3 not found, 4 permission denied, 5 elided not running.
+set -u
+
+: "${top_builddir:?run me through make check}"
+elided="$top_builddir/elided/elided"
+elidectl="$top_builddir/elidectl/elidectl"
+workload="$top_builddir/tests/integration/workload-contended"
+
+skip() { echo "SKIP: $*" >&2; exit 77; }
+for tool in dbus-daemon busctl jq; do
+	command -v "$tool" >/dev/null || skip "$tool is not installed"
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/elidectl-test.XXXXXX") || exit 1
+chmod 755 "$tmp"
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	[ -n "${daemon:-}" ] && kill "$daemon" 2>/dev/null
+	[ -n "${bus:-}" ] && kill "$bus" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+ok() { echo "ok: $*"; }
+
+poll() {
+	local deadline=$((SECONDS + $1)); shift
+	while [ $SECONDS -lt $deadline ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	"$@" >/dev/null 2>&1
+}
+
+# expect STATUS PATTERN DESCRIPTION -- COMMAND...: exit status and stderr.
+expect() {
+	local want=$1 pattern=$2 what=$3 rc
+	shift 4
+	"$@" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	if [ $rc -ne "$want" ]; then
+		fail "$what: exit $rc, want $want; stderr: $(head -c 300 "$tmp/err")"
+	elif [ -n "$pattern" ] && ! grep -qE -- "$pattern" "$tmp/err" "$tmp/out"; then
+		fail "$what: no '$pattern' in: $(head -c 300 "$tmp/err")"
+	else
+		ok "$what (exit $rc)"
+	fi
+}
+
+# ---- a private system bus ---------------------------------------------------
+cat > "$tmp/bus.conf" <<EOF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=$tmp/bus.socket</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+EOF
+dbus-daemon --config-file="$tmp/bus.conf" --nofork --nopidfile --print-address=3 3>"$tmp/bus.address" &
+bus=$!
+poll 10 test -s "$tmp/bus.address" || { echo "FAIL: dbus-daemon did not start" >&2; exit 1; }
+export DBUS_SYSTEM_BUS_ADDRESS
+DBUS_SYSTEM_BUS_ADDRESS=$(head -n1 "$tmp/bus.address")
+chmod 777 "$tmp/bus.socket" 2>/dev/null
+
+rundir="$tmp/run"
+mkdir -m 1777 "$rundir"
+export ELIDE_RUNTIME_DIR="$rundir"  # for the fallback when elided is down
+cat > "$tmp/elide.conf" <<EOF
+daemon: { interval = 0.2; };
+default: { mode = "adaptive"; };
+program = ( { comm = "wl-off"; mode = "off"; } );
+EOF
+cp "$workload" "$tmp/wl-a"
+cp "$workload" "$tmp/wl-off"
+
+start_daemon() {
+	"$elided" --config "$tmp/elide.conf" --runtime-dir "$rundir" >>"$tmp/elided.log" 2>&1 &
+	daemon=$!
+	poll 10 busctl --system get-property org.elide.elided1 /org/elide/elided1 org.elide.Manager1 Version \
+		|| { cat "$tmp/elided.log" >&2; echo "FAIL: elided did not come up" >&2; exit 1; }
+}
+
+# ---- daemon not running (nothing owns the name) ---------------------------
+expect 5 "elided is not running" "set without elided" -- "$elidectl" set 1 off
+expect 5 "elided is not running" "reload without elided" -- "$elidectl" reload
+expect 5 "not running" "status without elided" -- "$elidectl" status
+expect 0 "elided is not running: reading segments directly \(read-only\)" "list falls back to the segments" \
+	-- "$elidectl" list
+
+start_daemon
+ok "elided is on the private bus"
+
+# ---- run: the workloads are started by elidectl run ------------------------
+export ELIDE_SIM_ABORT=0x6  # every simulated transaction aborts (no RTM here)
+"$elidectl" run --mode adaptive -- "$tmp/wl-a" --seconds 120 >/dev/null &
+wa=$!; pids+=("$wa")
+"$elidectl" run "$tmp/wl-off" --seconds 120 >/dev/null &
+woff=$!; pids+=("$woff")
+listed() { "$elidectl" list --json | jq -e --argjson p "$1" '.[] | select(.pid == $p)'; }
+poll 15 listed "$wa" && ok "run: wl-a (pid $wa) runs under libelide, listed by elided" || fail "wl-a not listed"
+poll 15 listed "$woff" && ok "run: wl-off (pid $woff) listed" || fail "wl-off not listed"
+
+out=$("$elidectl" run --mode off -- sh -c 'echo "$LD_PRELOAD|$ELIDE"')
+case "$out" in *libelide.so\|mode=off) ok "run: LD_PRELOAD and ELIDE=mode=off set ($out)" ;; *) fail "run env: $out" ;; esac
+out=$(ELIDE=report=0,mode=on LD_PRELOAD=/nonexistent.so "$elidectl" run --mode=off sh -c 'echo "$LD_PRELOAD|$ELIDE"' 2>/dev/null)
+case "$out" in "/nonexistent.so "*libelide.so\|report=0,mode=off) ok "run: LD_PRELOAD appended, ELIDE merged" ;; *) fail "run merge: $out" ;; esac
+expect 2 "invalid mode" "run: invalid mode" -- "$elidectl" run --mode sometimes true
+expect 127 "cannot run" "run: no such command" -- "$elidectl" run /nonexistent/cmd
+expect 2 "usage" "run: no command" -- "$elidectl" run
+
+# ---- status -----------------------------------------------------------------
+expect 0 "" "status" -- "$elidectl" status
+for want in "elided: running" "Config: $tmp/elide.conf" "Discovery: " "Hardware: RTM" "Busiest processes" "Last reload"; do
+	grep -q "$want" "$tmp/out" && ok "status shows '$want'" || fail "status lacks '$want': $(cat "$tmp/out")"
+done
+s=$("$elidectl" status --json)
+[ "$(jq -r .daemon <<<"$s")" = running ] && [ "$(jq -r '.config_files[0]' <<<"$s")" = "$tmp/elide.conf" ] \
+	&& jq -e '.discovery and (.rtm_usable | type == "boolean") and (.busiest | length >= 1)' <<<"$s" >/dev/null \
+	&& ok "status --json" || fail "status --json: $s"
+
+# ---- list ---------------------------------------------------------------------
+expect 0 "" "list" -- "$elidectl" list
+grep -qE "^ *$wa +$(id -un) +$tmp/wl-a " "$tmp/out" && ok "list table row for wl-a" || fail "list: $(cat "$tmp/out")"
+grep -q "processes listed" "$tmp/out" && ok "list legend" || fail "list legend"
+"$elidectl" list --no-legend | grep -q "PID" && fail "--no-legend kept the header" || ok "list --no-legend"
+[ "$("$elidectl" list --json=short | jq -r --argjson p "$wa" '.[] | select(.pid == $p) | .rates')" = interval ] \
+	&& ok "list --json: rates over elided's interval" || fail "list --json rates"
+[ "$("$elidectl" list --json | jq -r --argjson p "$woff" '.[] | select(.pid == $p) | .mode')" = off ] \
+	&& ok "list --json: wl-off mode off (config rule)" || fail "wl-off mode"
+
+# ---- show ---------------------------------------------------------------------
+has_lock() { "$elidectl" show "$wa" --json | jq -e '.locks[] | select(.name == "cache_lock")'; }
+poll 15 has_lock && ok "show --json: cache_lock" || fail "show --json lacks cache_lock: $("$elidectl" show "$wa" --json)"
+expect 0 "" "show PID" -- "$elidectl" show "$wa"
+grep -qE "^LOCK +KIND +CALL-SITE +ACQUIRED +ELIDED% +COMMIT% +CONFLICT " "$tmp/out" && grep -q "^cache_lock " "$tmp/out" \
+	&& ok "show table" || fail "show table: $(cat "$tmp/out")"
+n=$("$elidectl" show "$wa" --json --sort aborts --max 1 | jq '.locks | length')
+[ "$n" = 1 ] && ok "show --sort aborts --max 1" || fail "show --max 1 gave $n locks"
+j=$("$elidectl" show "$wa" --json)
+jq -e '.locks[0].aborts | has("conflict") and has("capacity") and has("other")' <<<"$j" >/dev/null \
+	&& jq -e '[.locks[].acquired | type == "number"] | all' <<<"$j" >/dev/null \
+	&& ok "show --json: exact counts, aborts by cause" || fail "show --json: $j"
+n=$("$elidectl" show wl-a --json | jq --argjson p "$wa" '[.[] | select(.pid == $p)] | length')
+[ "$n" = 1 ] && ok "show EXE (base name)" || fail "show wl-a: $n"
+n=$("$elidectl" show "$tmp/wl-a" --json | jq 'length')
+[ "$n" = 1 ] && ok "show EXE (path)" || fail "show $tmp/wl-a: $n"
+expect 3 "no libelide process" "show: unknown pid" -- "$elidectl" show 999999
+expect 3 "no libelide process runs" "show: unknown exe" -- "$elidectl" show no-such-program
+expect 2 "invalid PID" "show: bad pid" -- "$elidectl" show 12x
+expect 2 "unknown key" "show: bad --sort" -- "$elidectl" show "$wa" --sort nope
+
+# ---- set / reset ----------------------------------------------------------------
+mode_is() { [ "$("$elidectl" show "$1" --json | jq -r .mode)" = "$2" ]; }
+lock_override() { "$elidectl" show "$1" --json | jq -r --arg n "$2" '[.locks[] | select(.name == $n) | .decided_by] | unique | join(",")'; }
+expect 0 "" "set PID off" -- "$elidectl" set "$wa" off
+poll 15 mode_is "$wa" off && ok "set: mode off applied" || fail "set not applied"
+expect 0 "" "set PID --lock cache_lock on" -- "$elidectl" set "$wa" --lock cache_lock on
+poll 15 bash -c "[ \"\$('$elidectl' show $wa --json | jq -r '[.locks[] | select(.name == \"cache_lock\") | .decided_by] | unique | join(\",\")')\" = override ]" \
+	&& ok "set --lock: override shown" || fail "lock override: $(lock_override "$wa" cache_lock)"
+expect 0 "" "reset PID --lock cache_lock" -- "$elidectl" reset "$wa" --lock cache_lock
+expect 0 "" "reset PID" -- "$elidectl" reset "$wa"
+poll 15 mode_is "$wa" adaptive && ok "reset: back to adaptive" || fail "reset not applied"
+expect 3 "No libelide process" "set: unknown pid" -- "$elidectl" set 999999 off
+expect 3 "lock" "set: unknown lock" -- "$elidectl" set "$wa" --lock no_such_lock off
+expect 3 "lock" "reset: unknown lock" -- "$elidectl" reset "$wa" --lock no_such_lock
+expect 3 "No libelide process" "reset: unknown pid" -- "$elidectl" reset 999999
+expect 2 "invalid mode" "set: invalid mode" -- "$elidectl" set "$wa" sometimes
+expect 2 "usage" "set: missing mode" -- "$elidectl" set "$wa"
+expect 2 "--lock applies" "--lock on list" -- "$elidectl" list --lock x
+
+# ---- reload and check-config ----------------------------------------------------
+cp "$tmp/elide.conf" "$tmp/good.conf"
+expect 0 "configuration OK" "check-config FILE (good)" -- "$elidectl" check-config "$tmp/good.conf"
+[ "$("$elidectl" check-config "$tmp/good.conf" --json | jq -r .valid)" = true ] && ok "check-config --json" || fail "check-config --json"
+printf 'daemon: { interval = 0.2; };\nprogram = ( { comm = "x"; mode = "sometimes"; } );\n' > "$tmp/bad.conf"
+expect 1 "bad.conf:[0-9]+: " "check-config FILE (invalid mode)" -- "$elidectl" check-config "$tmp/bad.conf"
+printf 'daemon: { interval = ; };\n' > "$tmp/syntax.conf"
+expect 1 "syntax.conf:1: " "check-config FILE (syntax error)" -- "$elidectl" check-config "$tmp/syntax.conf"
+expect 1 "No such file" "check-config: missing file" -- "$elidectl" check-config "$tmp/none.conf"
+mkdir "$tmp/good.conf.d" && printf 'default: { mode = "bogus"; };\n' > "$tmp/good.conf.d/50-x.conf"
+expect 1 "50-x.conf:1: " "check-config: a bad drop-in" -- "$elidectl" check-config "$tmp/good.conf"
+
+expect 0 "" "reload (good config)" -- "$elidectl" reload
+echo 'daemon: { interval = ; };' >> "$tmp/elide.conf"
+expect 1 "elide.conf:[0-9]+" "reload (broken config): file:line" -- "$elidectl" reload
+kill -0 "$daemon" && ok "elided survives the refused reload" || fail "elided died"
+"$elidectl" status | grep -q "Last reload: failed" && ok "status shows the failed reload" || fail "status after failed reload: $("$elidectl" status)"
+cp "$tmp/good.conf" "$tmp/elide.conf"
+
+# ---- hw -------------------------------------------------------------------------
+"$elidectl" hw >"$tmp/out" 2>&1; rc=$?
+usable=$("$elidectl" hw --json | jq -r .rtm_usable)
+if { [ $rc = 0 ] && [ "$usable" = true ]; } || { [ $rc = 1 ] && [ "$usable" = false ]; }; then
+	ok "hw: exit $rc matches rtm_usable=$usable"
+else
+	fail "hw: exit $rc, rtm_usable=$usable"
+fi
+for want in "CPUID RTM:" "CPUID HLE:" "RTM_ALWAYS_ABORT:" "TSX_CTRL:" "Kernel tsx=:" "Probe:" "Verdict:"; do
+	grep -q "^$want" "$tmp/out" && ok "hw shows $want" || fail "hw lacks $want: $(cat "$tmp/out")"
+done
+"$elidectl" hw --json | jq -e 'has("rtm") and has("hle") and has("rtm_always_abort") and has("tsx_ctrl")' >/dev/null \
+	&& ok "hw --json" || fail "hw --json"
+
+# ---- top ------------------------------------------------------------------------
+"$elidectl" top </dev/null >"$tmp/out" 2>&1 && grep -qE "^ *$wa " "$tmp/out" && head -1 "$tmp/out" | grep -q "ACQUIRED/s" \
+	&& ok "top: one-shot table when not on a terminal" || fail "top one-shot: $(cat "$tmp/out")"
+"$elidectl" top --sort cycles </dev/null | grep -q "CYCLES-LOST/s" && ok "top --sort cycles" || fail "top --sort"
+if command -v script >/dev/null && command -v timeout >/dev/null; then
+	{ sleep 1.5; printf c; sleep 0.5; printf q; } | timeout 20 script -qec "$elidectl top" /dev/null >"$tmp/top" 2>&1
+	rc=$?
+	if [ $rc = 0 ] && grep -q "sorted by commits/s" "$tmp/top" && grep -q $'\033\[2J' "$tmp/top"; then
+		ok "top on a pty: redraws, c sorts, q quits"
+	else
+		fail "top on a pty (exit $rc): $(head -c 400 "$tmp/top" | cat -v)"
+	fi
+else
+	echo "note: no script(1): the interactive top is not tested"
+fi
+
+# ---- -H -------------------------------------------------------------------------
+expect 2 "this machine only" "-H with check-config" -- "$elidectl" -H somehost check-config
+expect 2 "exclude" "-H with --runtime-dir" -- "$elidectl" -H somehost --runtime-dir "$rundir" list
+if command -v ssh >/dev/null; then
+	expect 5 "" "-H unreachable host: elided not reachable" -- timeout 30 "$elidectl" -H nobody@host.invalid status
+fi
+
+# ---- another user -----------------------------------------------------------------
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+	nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+	expect 4 "[Pp]ermission denied" "nobody: set on root's process" -- "${nobody[@]}" "$elidectl" set "$wa" off
+	expect 4 "[Pp]ermission denied" "nobody: show root's process" -- "${nobody[@]}" "$elidectl" show "$wa"
+	expect 4 "[Pp]ermission denied" "nobody: reset root's process" -- "${nobody[@]}" "$elidectl" reset "$wa"
+	expect 4 "[Pp]ermission denied" "nobody: reload" -- "${nobody[@]}" "$elidectl" reload
+	n=$("${nobody[@]}" "$elidectl" list --json | jq length)
+	[ "$n" = 0 ] && ok "nobody lists none of root's processes" || fail "nobody sees $n"
+	# nobody's own process: seen and steered.
+	cp "$workload" "$tmp/wl-nobody"
+	"${nobody[@]}" env ELIDE_RUNTIME_DIR="$rundir" "$elidectl" run "$tmp/wl-nobody" --seconds 120 >/dev/null &
+	wn=$!; pids+=("$wn")
+	nobody_listed() { "${nobody[@]}" "$elidectl" list --json | jq -e --argjson p "$1" '.[] | select(.pid == $p)'; }
+	poll 15 nobody_listed "$wn" && ok "nobody lists their own process" || fail "nobody's process not listed"
+	expect 0 "" "nobody: set on their own process" -- "${nobody[@]}" "$elidectl" set "$wn" off
+else
+	echo "note: not root (or no setpriv): permission errors not tested here"
+fi
+
+# ---- elided goes away -------------------------------------------------------------
+kill "$daemon"; wait "$daemon" 2>/dev/null; daemon=
+expect 0 "elided is not running: reading segments directly" "list after elided stopped: direct fallback" -- "$elidectl" list
+grep -qE "^ *$wa " "$tmp/out" && ok "fallback list shows wl-a" || fail "fallback list: $(cat "$tmp/out")"
+expect 0 "reading segments directly" "show after elided stopped" -- "$elidectl" show "$wa" --json
+expect 5 "elided is not running" "set after elided stopped" -- "$elidectl" set "$wa" off
+expect 5 "elided is not running" "reset after elided stopped" -- "$elidectl" reset "$wa"
+expect 5 "elided is not running" "reload after elided stopped" -- "$elidectl" reload
+expect 5 "not running" "status after elided stopped" -- "$elidectl" status
+DBUS_SYSTEM_BUS_ADDRESS=unix:path=$tmp/no-bus expect 0 "cannot connect.*reading segments directly" "list with no bus at all (says so with -v)" -- "$elidectl" -v list
+DBUS_SYSTEM_BUS_ADDRESS=unix:path=$tmp/no-bus expect 5 "cannot connect" "set with no bus at all" -- "$elidectl" set "$wa" off
+
+if [ $failures -gt 0 ]; then
+	echo "---- elided log ----"; cat "$tmp/elided.log"
+	echo "$failures check(s) failed"
+	exit 1
+fi
+echo "all elidectl checks passed"
