@@ -240,7 +240,7 @@ START_TEST(test_initial_scan)
 		ck_assert_int_eq(rec.r[i].kind, '+');
 
 	ck_assert_int_eq(discovery_get_method(d), DISCOVERY_FALLBACK);
-	ck_assert_str_eq(discovery_describe(d), "fallback (inotify + pidfd): BPF not allowed by configuration");
+	ck_assert_str_eq(discovery_describe(d), "fallback (inotify + pidfd): BPF disabled by --no-bpf");
 
 	/* Nothing more is pending: the scan's files produce no second report. */
 	drain();
