@@ -233,14 +233,14 @@ expect() {
 		ok "'$*' exits $want"
 	fi
 }
-expect 1 "^elidectl: no libelide segment for pid $$ in $rundir\$" "$elidectl" show $$
-expect 1 "^elidectl: no libelide segment for pid 2147483646 in $rundir\$" "$elidectl" show 2147483646
-expect 1 "^elidectl: no libelide segment for pid $pid in $work/none\$" "$elidectl" --runtime-dir "$work/none" show "$pid"
+expect 3 "^elidectl: no libelide segment for pid $$ in $rundir\$" "$elidectl" show $$
+expect 3 "^elidectl: no libelide segment for pid 2147483646 in $rundir\$" "$elidectl" show 2147483646
+expect 3 "^elidectl: no libelide segment for pid $pid in $work/none\$" "$elidectl" --runtime-dir "$work/none" show "$pid"
 expect 2 "^elidectl: " "$elidectl" --bogus-option
 expect 2 "^elidectl: " "$elidectl" show "$pid" --sort bogus
 expect 2 "^elidectl: " "$elidectl" show "$pid" --max 0
 expect 2 "^elidectl: " "$elidectl" show
-expect 2 "^elidectl: " "$elidectl" show notapid
+expect 2 "^elidectl: " "$elidectl" show 12x
 expect 2 "^elidectl: unknown command" "$elidectl" frobnicate
 expect 2 "^elidectl: " "$elidectl" list --sort name
 expect 0 "" "$elidectl" --help
