@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SPDX-License-Identifier: MIT
+# SPDX-License-Identifier: LGPL-2.1-or-later
 #
 # daemon-scale.sh: elided's own CPU cost at scale.  Goal (the issue): with
 # 100 processes of 1000 active locks each at a 1 s interval, elided uses at

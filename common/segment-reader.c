@@ -381,11 +381,18 @@ static void seg_snapshot_freep(struct seg_snapshot **snap)
 }
 
 /* Copy entries [0, high) chunk by chunk, keeping the valid in-use ones. */
-static int seg_read_locks(int fd, const char *name, struct seg_snapshot *snap, char *err, size_t errlen)
+static int seg_read_locks(int fd, const char *name, struct seg_snapshot *snap, uint32_t max_locks,
+			  char *err, size_t errlen)
 {
 	uint32_t high = snap->header.lock_high_water;
 	struct seg_lock_snapshot *locks;
 	int r;
+
+	/* The caller's cap on entries read: what one process can make it hold. */
+	if (high > max_locks) {
+		snap->nskipped_locks = high - max_locks;
+		high = max_locks;
+	}
 
 	if (high == 0)
 		return 0;
@@ -459,6 +466,12 @@ static int seg_check_process(const struct seg_snapshot *snap, char *err, size_t 
 
 int seg_read(int dirfd, const char *name, unsigned flags, struct seg_snapshot **ret, char *err, size_t errlen)
 {
+	return seg_read_max(dirfd, name, flags, UINT32_MAX, ret, err, errlen);
+}
+
+int seg_read_max(int dirfd, const char *name, unsigned flags, uint32_t max_locks, struct seg_snapshot **ret,
+		 char *err, size_t errlen)
+{
 	_cleanup_(seg_snapshot_freep) struct seg_snapshot *snap = NULL;
 	_cleanup_close_ int fd = -1;
 	struct stat st, st2;
@@ -495,7 +508,7 @@ int seg_read(int dirfd, const char *name, unsigned flags, struct seg_snapshot **
 		return seg_error(err, errlen, -EBADMSG, name, "changed size while being read");
 	if (r < 0)
 		return seg_error(err, errlen, r, name, "cannot read the control block: %m");
-	r = seg_read_locks(fd, name, snap, err, errlen);
+	r = seg_read_locks(fd, name, snap, flags & SEG_READ_NO_LOCKS ? 0 : max_locks, err, errlen);
 	if (r < 0)
 		return r;
 

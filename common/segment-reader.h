@@ -43,6 +43,7 @@ struct seg_snapshot {
 	uint32_t nlocks;              /* entries in locks[] (in use, valid) */
 	struct seg_lock_snapshot *locks;
 	uint32_t nbad_locks;          /* in-use entries rejected (garbage), not in locks[] */
+	uint32_t nskipped_locks;      /* entries past the caller's max_locks, not read */
 };
 
 enum seg_read_flags {
@@ -50,6 +51,8 @@ enum seg_read_flags {
 	 * process's owner; without it only the file's own consistency is checked
 	 * (tests, post-mortem inspection). */
 	SEG_READ_CHECK_PROCESS = 1 << 0,
+	/* Header and control block only: no lock entries are read. */
+	SEG_READ_NO_LOCKS = 1 << 1,
 };
 
 /* "<pid>-<starttime>.seg" → pid, start time.  -EINVAL for any other name. */
@@ -76,6 +79,11 @@ int seg_proc_uid(const char *proc_root, pid_t pid, uid_t *uid);
  * range, name without NUL) are skipped and counted in nbad_locks.
  */
 int seg_read(int dirfd, const char *name, unsigned flags, struct seg_snapshot **ret, char *err, size_t errlen);
+
+/* The same, reading at most the first max_locks entries (the rest are
+ * counted in nskipped_locks): a cap on what one segment costs the reader. */
+int seg_read_max(int dirfd, const char *name, unsigned flags, uint32_t max_locks, struct seg_snapshot **ret,
+		 char *err, size_t errlen);
 
 void seg_snapshot_free(struct seg_snapshot *snap);
 

@@ -37,6 +37,8 @@ static const struct verb verbs[] = {
 	{ "check-config", SOURCE_NONE, verb_check_config },
 	{ "hw", SOURCE_NONE, verb_hw },
 	{ "run", SOURCE_NONE, verb_run },
+	{ "enable", SOURCE_NONE, verb_enable },
+	{ "disable", SOURCE_NONE, verb_disable },
 };
 
 static const struct {
@@ -74,6 +76,13 @@ static void help(void)
 	       "  hw                   TSX/RTM report: CPUID, TSX_CTRL, the kernel, a probe\n"
 	       "  run [--mode M] [--] CMD [ARGS...]\n"
 	       "                       Run CMD with libelide preloaded\n"
+	       "  enable --unit NAME [--mode M] [--now] | --system\n"
+	       "                       Preload libelide into the service NAME (a systemd\n"
+	       "                       drop-in) or into every program (/etc/ld.so.preload),\n"
+	       "                       once the library passed its checks: a root-owned\n"
+	       "                       ELF shared object for this machine that loads\n"
+	       "  disable --unit NAME [--now] | --system\n"
+	       "                       Remove that drop-in, or exactly that line\n"
 	       "\n"
 	       "Options:\n"
 	       "  -h --help            Show this help\n"
@@ -92,6 +101,11 @@ static void help(void)
 	       "                       descending, names ascending); top: acquired, commits,\n"
 	       "                       aborts or cycles\n"
 	       "     --max N           show: at most N locks\n"
+	       "     --root DIR        enable, disable: the system in DIR (default /)\n"
+	       "     --library PATH    enable, disable: this libelide.so (as seen inside the\n"
+	       "                       root) instead of the one run uses\n"
+	       "     --now             enable, disable --unit: systemctl daemon-reload and\n"
+	       "                       try-restart NAME\n"
 	       "  -v --verbose         Say what was skipped (stale segments, other users')\n"
 	       "\n"
 	       "With elided running, list, show, status and top ask it over D-Bus and rates\n"
@@ -102,7 +116,8 @@ static void help(void)
 	       "humanise numbers (1.2k, 3.4M).  A user sees and steers their own processes;\n"
 	       "root all of them.\n"
 	       "\n"
-	       "Exit status: 0 success, 1 failure (hw: RTM not usable; check-config: invalid),\n"
+	       "Exit status: 0 success, 1 failure (hw: RTM not usable; check-config: invalid;\n"
+	       "enable: the library failed a check),\n"
 	       "2 usage error, 3 no such process or lock, 4 permission denied, 5 elided is not\n"
 	       "running.  See elidectl(1).\n",
 	       program_invocation_short_name, SYSCONFDIR "/elide.conf", ELIDE_RUNTIME_DIR_DEFAULT);
@@ -133,7 +148,13 @@ static int parse_max(const char *s, unsigned long *ret)
 	return 0;
 }
 
-/* Whether the verb is "run": the first word that is not an option. */
+/* Whether the verb parses its own options (run: CMD's are not ours;
+ * enable, disable): the first word that is not an option. */
+static bool own_options_verb(const char *a)
+{
+	return strcmp(a, "run") == 0 || strcmp(a, "enable") == 0 || strcmp(a, "disable") == 0;
+}
+
 static bool run_verb(int argc, char **argv)
 {
 	static const char *const with_value[] = { "-H", "--host", "--runtime-dir", "--sort", "--max", "--lock" };
@@ -142,9 +163,9 @@ static bool run_verb(int argc, char **argv)
 		const char *a = argv[i];
 
 		if (strcmp(a, "--") == 0)
-			return i + 1 < argc && strcmp(argv[i + 1], "run") == 0;
+			return i + 1 < argc && own_options_verb(argv[i + 1]);
 		if (a[0] != '-' || !a[1])
-			return strcmp(a, "run") == 0;
+			return own_options_verb(a);
 		for (size_t k = 0; k < ARRAY_SIZE(with_value); k++)
 			if (strcmp(a, with_value[k]) == 0) {
 				i++;
@@ -181,7 +202,8 @@ static int parse_argv(int argc, char **argv, struct ctl_options *o)
 		{ "lock", required_argument, NULL, ARG_LOCK },
 		{}
 	};
-	/* `run CMD -x`: CMD's options are not ours, so stop at the verb. */
+	/* `run CMD -x`: CMD's options are not ours, so stop at the verb; as
+	 * for enable and disable, which parse their own. */
 	const char *optstring = run_verb(argc, argv) ? "+hvH:" : "hvH:";
 	int c;
 

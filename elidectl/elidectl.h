@@ -59,6 +59,13 @@ int verb_check_config(struct source *s, const struct ctl_options *o, int argc, c
 int verb_hw(struct source *s, const struct ctl_options *o, int argc, char **argv);
 int verb_run(struct source *s, const struct ctl_options *o, int argc, char **argv);
 int verb_top(struct source *s, const struct ctl_options *o, int argc, char **argv);
+int verb_enable(struct source *s, const struct ctl_options *o, int argc, char **argv);
+int verb_disable(struct source *s, const struct ctl_options *o, int argc, char **argv);
+
+/* libelide.so: $ELIDE_LIBDIR's, else the build tree's next to elidectl,
+ * else LIBDIR's.  Fills buf with the last path tried; -errno when none is
+ * readable. */
+int find_libelide(char *buf, size_t size);
 
 /* A failed D-Bus call: prints "what: message" and returns the exit status
  * (EXIT_NOT_FOUND, EXIT_DENIED, EXIT_NO_DAEMON, EXIT_USAGE or EXIT_FAIL). */

@@ -12,6 +12,7 @@ elidectl_elidectl_SOURCES = \
 	elidectl/check-config.c \
 	elidectl/hwinfo.c \
 	elidectl/run.c \
+	elidectl/enable.c \
 	elidectl/format.c \
 	elidectl/source.c elidectl/source.h \
 	elidectl/source-direct.c \

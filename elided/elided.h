@@ -20,6 +20,8 @@ struct discovery;
 struct elfsym_maps;
 
 #define ELIDED_HISTORY 60        /* intervals of per-process history kept */
+/* Lock entries followed per process: caps what one process costs the daemon. */
+#define ELIDED_MAX_LOCKS_PER_PROCESS 4096u
 #define ELIDED_LOCK_NAME_MAX 128
 
 /* Per-lock figures of the last interval. */
@@ -70,6 +72,8 @@ struct tracked_process {
 	bool control_valid;
 	char last_error[SEG_ERR_MAX]; /* last read/write problem, "" when fine */
 	struct elfsym_maps *maps;    /* for naming locks; reloaded when names fail */
+	bool maps_reloaded;          /* already reloaded during this refresh */
+	bool warned_skipped, warned_bad; /* logged once per process */
 	struct tracked_process *next;
 };
 

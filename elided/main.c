@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,6 +297,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setup_logging(verbose);
+	/* Snapshot buffers come and go every interval: keep them on the heap
+	 * instead of an mmap/munmap pair (and fresh page faults) each time. */
+	mallopt(M_MMAP_THRESHOLD, 32 << 20);
+	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 
 	d->config_path = strdup(config);
 	d->config_dropin_dir = dropin_dir_of(config);

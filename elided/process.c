@@ -137,9 +137,11 @@ again:
 	if (elfsym_resolve(p->maps, e->callsite, false, &res) == 0 && res.name[0]) {
 		snprintf(v->function, sizeof(v->function), "%s", res.name);
 		elfsym_format(&res, e->callsite, v->callsite_text, sizeof(v->callsite_text));
-	} else if (!retried) {
-		/* A library loaded since we read the maps: read them again once. */
+	} else if (!retried && !p->maps_reloaded) {
+		/* A library loaded since we read the maps: read them again, once
+		 * per refresh (not once per lock). */
 		retried = true;
+		p->maps_reloaded = true;
 		elfsym_maps_free(p->maps);
 		p->maps = NULL;
 		goto again;
@@ -148,11 +150,21 @@ again:
 
 /* ---- reading one process ----------------------------------------------- */
 
+/* Views are kept in entry-index order (the reader returns entries so). */
 static struct lock_view *find_view(struct tracked_process *p, uint32_t index)
 {
-	for (size_t i = 0; i < p->nlocks; i++)
-		if (p->locks[i].index == index)
-			return &p->locks[i];
+	size_t lo = 0, hi = p->nlocks;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (p->locks[mid].index == index)
+			return &p->locks[mid];
+		if (p->locks[mid].index < index)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
 	return NULL;
 }
 
@@ -161,9 +173,48 @@ static struct lock_view *find_view(struct tracked_process *p, uint32_t index)
  * interval, cumulative totals, names for new locks.  A recycled entry (new
  * address) starts over.
  */
+static void update_view(struct lock_view *v, const struct elide_seg_lock *e, bool fresh, double dt)
+{
+	if (e->name[0] && strncmp(v->name, e->name, sizeof(v->name)))
+		snprintf(v->name, sizeof(v->name), "%s", e->name); /* named later via elide.h */
+	v->state = e->state;
+	v->reason = e->reason;
+	v->policy = e->policy;
+	for (int s = 0; s < ELIDE_SEG_NSTATS; s++) {
+		uint64_t delta = e->stats[s] >= v->totals[s] ? e->stats[s] - v->totals[s] : 0;
+
+		v->rates[s] = !fresh && dt > 0 ? (double)delta / dt : 0;
+		if (s >= ELIDE_SEG_STAT_ABORT_CONFLICT)
+			v->window_aborts += fresh ? e->stats[s] : delta;
+		if (s == ELIDE_SEG_STAT_ATTEMPTS)
+			v->window_attempts += fresh ? e->stats[s] : delta;
+		v->totals[s] = e->stats[s];
+	}
+}
+
+static bool view_is_of(const struct lock_view *v, uint32_t index, const struct elide_seg_lock *e)
+{
+	return v->index == index && v->addr == e->addr && v->kind == e->kind;
+}
+
+/*
+ * Merge a fresh snapshot into the process's lock views: rates over the
+ * interval, cumulative totals, names for new locks.  The common case, the
+ * same locks as last time, updates in place; a recycled entry (new
+ * address) starts over.
+ */
 static int merge_locks(struct tracked_process *p, const struct seg_snapshot *snap, double dt)
 {
 	struct lock_view *views;
+	bool same = snap->nlocks == p->nlocks;
+
+	for (uint32_t i = 0; same && i < snap->nlocks; i++)
+		same = view_is_of(&p->locks[i], snap->locks[i].index, &snap->locks[i].lock);
+	if (same) {
+		for (uint32_t i = 0; i < snap->nlocks; i++)
+			update_view(&p->locks[i], &snap->locks[i].lock, false, dt);
+		return 0;
+	}
 
 	views = calloc(snap->nlocks ? snap->nlocks : 1, sizeof(*views));
 	if (!views)
@@ -172,32 +223,18 @@ static int merge_locks(struct tracked_process *p, const struct seg_snapshot *sna
 		const struct elide_seg_lock *e = &snap->locks[i].lock;
 		struct lock_view *old = find_view(p, snap->locks[i].index);
 		struct lock_view *v = &views[i];
+		bool fresh = !old || !view_is_of(old, snap->locks[i].index, e);
 
-		if (old && old->addr == e->addr && old->kind == e->kind) {
+		if (!fresh) {
 			*v = *old;
 		} else {
-			memset(v, 0, sizeof(*v));
 			v->index = snap->locks[i].index;
 			v->addr = e->addr;
 			v->callsite = e->callsite;
 			v->kind = e->kind;
 			name_lock(p, v, e);
 		}
-		if (e->name[0] && strncmp(v->name, e->name, sizeof(v->name)))
-			snprintf(v->name, sizeof(v->name), "%s", e->name); /* named later via elide.h */
-		v->state = e->state;
-		v->reason = e->reason;
-		v->policy = e->policy;
-		for (int s = 0; s < ELIDE_SEG_NSTATS; s++) {
-			uint64_t delta = e->stats[s] >= v->totals[s] ? e->stats[s] - v->totals[s] : 0;
-
-			v->rates[s] = old && dt > 0 ? (double)delta / dt : 0;
-			if (s >= ELIDE_SEG_STAT_ABORT_CONFLICT)
-				v->window_aborts += old ? delta : e->stats[s];
-			if (s == ELIDE_SEG_STAT_ATTEMPTS)
-				v->window_attempts += old ? delta : e->stats[s];
-			v->totals[s] = e->stats[s];
-		}
+		update_view(v, e, fresh, dt);
 	}
 	free(p->locks);
 	p->locks = views;
@@ -311,7 +348,8 @@ static void push_decisions(struct elided *d, struct tracked_process *p, const st
 			c.mode != ELIDE_SEG_MODE_NONE ? ELIDE_SEG_SOURCE_CONFIG : ELIDE_SEG_SOURCE_NONE;
 	for (uint32_t i = 0; i < snap->nlocks; i++) {
 		const struct seg_lock_snapshot *ls = &snap->locks[i];
-		struct lock_view *v = find_view(p, ls->index);
+		/* merge_locks() built one view per entry, in the same order. */
+		struct lock_view *v = i < p->nlocks && p->locks[i].index == ls->index ? &p->locks[i] : NULL;
 		enum policy_mode lm = POLICY_MODE_UNSET;
 		uint32_t want, source = ELIDE_SEG_SOURCE_NONE;
 
@@ -422,7 +460,9 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	double dt;
 	int r;
 
-	r = seg_read(d->runtime_dirfd, p->seg_name, SEG_READ_CHECK_PROCESS, &snap, err, sizeof(err));
+	p->maps_reloaded = false;
+	r = seg_read_max(d->runtime_dirfd, p->seg_name, SEG_READ_CHECK_PROCESS, ELIDED_MAX_LOCKS_PER_PROCESS, &snap,
+			 err, sizeof(err));
 	if (r == -ESRCH || r == -ENOENT)
 		return -ESRCH;
 	if (r < 0) {
@@ -449,6 +489,15 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 			 policy_mode_to_string(effective_process_mode(p)));
 	}
 	p->created_ns = snap->header.created_ns;
+	if (snap->nskipped_locks && !p->warned_skipped) {
+		log_warning("pid %d: only the first %u of its %u lock entries are followed",
+			    (int)p->pid, ELIDED_MAX_LOCKS_PER_PROCESS, snap->header.lock_high_water);
+		p->warned_skipped = true;
+	}
+	if (snap->nbad_locks && !p->warned_bad) {
+		log_warning("%s: %u lock entries are invalid and ignored", p->seg_name, snap->nbad_locks);
+		p->warned_bad = true;
+	}
 	p->elision = snap->header.elision;
 	p->mode = snap->header.mode;
 	p->sample = snap->header.sample;
@@ -497,7 +546,8 @@ static void adopt(struct elided *d, const char *name, bool quiet)
 		return;
 	if (elided_find_process(d, pid))
 		return;
-	r = seg_read(d->runtime_dirfd, name, SEG_READ_CHECK_PROCESS, &snap, err, sizeof(err));
+	/* The header is enough to decide; lock tables are read once adopted. */
+	r = seg_read(d->runtime_dirfd, name, SEG_READ_CHECK_PROCESS | SEG_READ_NO_LOCKS, &snap, err, sizeof(err));
 	if (r == -ESRCH) {
 		remove_stale(d, name);
 		return;

@@ -99,3 +99,11 @@ EXTRA_DIST += tests/integration/test-elidectl.sh tests/integration/test-elidectl
 	tests/integration/test-elidectl-completion.sh tests/integration/golden/list.txt \
 	tests/integration/golden/list.json tests/integration/golden/show.txt \
 	tests/integration/golden/show.json tests/integration/golden/show-sorted.txt
+
+# Hostile segments thrown at the daemon (seg-forge writes them).
+check_PROGRAMS += tests/integration/seg-forge
+tests_integration_seg_forge_SOURCES = tests/integration/seg-forge.c
+tests_integration_seg_forge_CFLAGS = $(AM_CFLAGS)
+tests_integration_seg_forge_LDADD = -ldl
+TESTS += tests/integration/test-elided-hostile.sh
+EXTRA_DIST += tests/integration/test-elided-hostile.sh

@@ -336,10 +336,33 @@ if [ ${#other_victims[@]} -eq 2 ]; then
 		ok "nobody's process still tracked through root's flood"
 fi
 
-# Slots come back when the processes go: a new valid segment is adopted.
+# Slots come back when tracked processes go; the periodic rescan (every
+# fifth interval) then adopts refused segments of live processes, quietly.
+cut -d' ' -f1 < <(grep ' A$' "$tmp/flood.answers") > "$tmp/flood.adopted"
+cut -d' ' -f1 < <(grep ' R$' "$tmp/flood.answers") > "$tmp/flood.refused"
+mapfile -t first10 < <(head -n 10 "$tmp/flood.adopted")
+kill "${first10[@]}"
+refused_adopted() {
+	[ "$(sed -nE 's/.*tracking pid ([0-9]+) .*/\1/p' "$log" | sort -u | join - <(sort "$tmp/flood.refused") | wc -l)" -ge 10 ]
+}
+if poll 10 refused_adopted; then
+	ok "10 tracked processes killed: 10 refused segments adopted by the rescan"
+else
+	fail "freed slots not reused: $(sed -nE 's/.*tracking pid ([0-9]+) .*/\1/p' "$log" | sort -u | join - <(sort "$tmp/flood.refused") | wc -l) of 10 refused segments adopted later"
+fi
+alive "re-adoption"
+
 kill "${flood[@]}" 2>/dev/null
-reaped() { [ "$(grep -cE "pid ($(IFS='|'; echo "${flood[*]}")) exited" "$log")" -eq $CAP ]; }
-poll 15 reaped && ok "flood processes killed: all $CAP tracked ones reaped" || fail "not all flood processes reaped"
+# Every flood pid that got a "tracking" line has an "exited" line.
+flood_still_tracked() {
+	local t e
+	t=$(sed -nE 's/.*tracking pid ([0-9]+) .*/\1/p' "$log" | sort -u | join - "$tmp/flood.pids" | wc -l)
+	e=$(sed -nE 's/.*pid ([0-9]+) exited.*/\1/p' "$log" | sort -u | join - "$tmp/flood.pids" | wc -l)
+	echo $((t - e))
+}
+none_tracked() { [ "$(flood_still_tracked)" -eq 0 ]; }
+poll 15 none_tracked && ok "flood processes killed: every tracked one reaped" ||
+	fail "$(flood_still_tracked) flood processes still tracked after being killed"
 alive "reaping the flood"
 serving "the flood"
 rss=$(rss_kb)
