@@ -9,8 +9,11 @@
  *     <pid>-<starttime>.seg
  * where starttime is field 22 of /proc/<pid>/stat (clock ticks after boot),
  * so a leftover of a crashed process is recognisable: no live process has
- * that pid with that start time.  Created O_CREAT|O_EXCL|O_NOFOLLOW, mode
- * 0600, by the process itself.  The file is mapped MAP_SHARED by libelide.
+ * that pid with that start time.  A later image of the same process (exec)
+ * replaces the file; when it cannot (the earlier image ran as root and this
+ * one does not), it adds a generation: <pid>-<starttime>-<gen>.seg, gen
+ * 1..ELIDE_SEG_MAX_GENERATION, and readers prefer the newest created_ns.
+ * Created O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600, by the process itself.  The file is mapped MAP_SHARED by libelide.
  *
  * Layout (x86_64, little-endian, every field naturally aligned):
  *     offset 0                     struct elide_seg_header   (4096 bytes)
@@ -37,6 +40,7 @@
 #define ELIDE_SEG_CONTROL_SIZE 4096u
 #define ELIDE_SEG_MAX_LOCKS 65535u
 #define ELIDE_SEG_SUFFIX ".seg"
+#define ELIDE_SEG_MAX_GENERATION 15
 #define ELIDE_RUNTIME_DIR_DEFAULT "/run/elide"
 
 /* header.elision: is the process eliding at all */

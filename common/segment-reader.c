@@ -79,7 +79,18 @@ int seg_parse_name(const char *name, pid_t *pid, uint64_t *start_time)
 	if (!s || p < 1 || p > INT_MAX || *s != '-')
 		return -EINVAL;
 	s = parse_u64(s + 1, &t);
-	if (!s || strcmp(s, ELIDE_SEG_SUFFIX) != 0)
+	if (!s)
+		return -EINVAL;
+	/* "-GEN": a later image of the same process whose earlier segment it
+	 * could not replace (an exec after dropping privileges). */
+	if (*s == '-') {
+		uint64_t gen;
+
+		s = parse_u64(s + 1, &gen);
+		if (!s || gen < 1 || gen > ELIDE_SEG_MAX_GENERATION)
+			return -EINVAL;
+	}
+	if (strcmp(s, ELIDE_SEG_SUFFIX) != 0)
 		return -EINVAL;
 	if (pid)
 		*pid = (pid_t)p;
@@ -433,7 +444,7 @@ static int seg_read_locks(int fd, const char *name, struct seg_snapshot *snap, u
 }
 
 /* The process behind the segment must be alive and be the file's owner. */
-static int seg_check_process(const struct seg_snapshot *snap, char *err, size_t errlen)
+static int seg_check_process(struct seg_snapshot *snap, char *err, size_t errlen)
 {
 	uint64_t start_time;
 	uid_t uid;
@@ -454,7 +465,10 @@ static int seg_check_process(const struct seg_snapshot *snap, char *err, size_t 
 	if (r < 0)
 		return seg_error(err, errlen, r, snap->file, "cannot read /proc/%d/status: %m",
 				 (int)snap->pid);
-	if (uid != snap->file_uid)
+	/* A root-owned segment is one the process made before it dropped its
+	 * privileges (memcached -u, su, setpriv): only root can make one. */
+	snap->process_uid = uid;
+	if (uid != snap->file_uid && snap->file_uid != 0)
 		return seg_error(err, errlen, -EPERM, snap->file,
 				 "file owner uid %u is not the owner uid %u of process %d",
 				 (unsigned)snap->file_uid, (unsigned)uid, (int)snap->pid);

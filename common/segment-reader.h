@@ -38,6 +38,7 @@ struct seg_snapshot {
 	pid_t pid;                    /* from the file name, equal to header.pid */
 	uint64_t start_time;          /* from the file name, equal to header.start_time */
 	uid_t file_uid;               /* owner of the file */
+	uid_t process_uid;            /* (CHECK_PROCESS) the process's effective uid now */
 	struct elide_seg_header header;   /* validated copy; strings NUL-terminated */
 	struct elide_seg_control control; /* copy (values are elided's, unchecked) */
 	uint32_t nlocks;              /* entries in locks[] (in use, valid) */
@@ -55,7 +56,8 @@ enum seg_read_flags {
 	SEG_READ_NO_LOCKS = 1 << 1,
 };
 
-/* "<pid>-<starttime>.seg" → pid, start time.  -EINVAL for any other name. */
+/* "<pid>-<starttime>.seg" or "<pid>-<starttime>-<gen>.seg" → pid, start time.
+ * -EINVAL for any other name. */
 int seg_parse_name(const char *name, pid_t *pid, uint64_t *start_time);
 
 /* Field 22 of /proc/<pid>/stat (under `proc_root`, NULL = "/proc"). */
@@ -74,7 +76,7 @@ int seg_proc_uid(const char *proc_root, pid_t pid, uid_t *uid);
  *   -EFBIG     larger than SEG_MAX_SIZE
  *   -ESRCH     (CHECK_PROCESS) no live process with that pid and start time:
  *              a leftover of a dead process
- *   -EPERM     (CHECK_PROCESS) file owner is not the process's owner
+ *   -EPERM     (CHECK_PROCESS) file owner is neither the process's owner nor root
  * In-use lock entries with invalid fields (kind, state, reason, policy out of
  * range, name without NUL) are skipped and counted in nbad_locks.
  */

@@ -117,9 +117,8 @@ static void help(void)
 	       "root all of them.\n"
 	       "\n"
 	       "Exit status: 0 success, 1 failure (hw: RTM not usable; check-config: invalid;\n"
-	       "enable: the library failed a check),\n"
-	       "2 usage error, 3 no such process or lock, 4 permission denied, 5 elided is not\n"
-	       "running.  See elidectl(1).\n",
+	       "enable: the library failed a check), 2 usage error, 3 no such process or lock,\n"
+	       "4 permission denied, 5 elided is not running.  See elidectl(1).\n",
 	       program_invocation_short_name, SYSCONFDIR "/elide.conf", ELIDE_RUNTIME_DIR_DEFAULT);
 }
 

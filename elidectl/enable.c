@@ -32,10 +32,6 @@
 #include "elidectl.h"
 #include "log.h"
 
-#ifndef LIBDIR
-#define LIBDIR "/usr/local/lib"
-#endif
-
 #define DROPIN_NAME "50-elide.conf"
 #define PRELOAD_NAME "ld.so.preload"
 #define UNIT_NAME_MAX 255
@@ -79,38 +75,6 @@ struct enable_ctx {
 	bool root_is_slash;
 	int rootfd;
 };
-
-int find_libelide(char *buf, size_t size)
-{
-	char self[PATH_MAX];
-	const char *dir = getenv("ELIDE_LIBDIR");
-	ssize_t n;
-	char *slash;
-
-	if (dir && *dir) {
-		snprintf(buf, size, "%s/libelide.so", dir);
-		return access(buf, R_OK) == 0 ? 0 : -errno;
-	}
-	/* Build tree: BUILDDIR/elidectl/elidectl next to BUILDDIR/libelide/.libs. */
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
-		self[n] = '\0';
-		slash = strrchr(self, '/');
-		if (slash) {
-			*slash = '\0';
-			if ((size_t)snprintf(buf, size, "%s/../libelide/.libs/libelide.so", self) < size &&
-			    access(buf, R_OK) == 0) {
-				char real[PATH_MAX];
-
-				if (realpath(buf, real))
-					snprintf(buf, size, "%s", real);
-				return 0;
-			}
-		}
-	}
-	snprintf(buf, size, "%s/libelide.so", LIBDIR);
-	return access(buf, R_OK) == 0 ? 0 : -errno;
-}
 
 static void free_strv(char ***p)
 {

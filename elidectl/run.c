@@ -18,7 +18,8 @@
 #define LIBDIR "/usr/local/lib"
 #endif
 
-static int find_library(char *buf, size_t size)
+/* $ELIDE_LIBDIR, else the build tree next to this elidectl, else LIBDIR. */
+int find_libelide(char *buf, size_t size)
 {
 	char self[PATH_MAX];
 	const char *dir = getenv("ELIDE_LIBDIR");
@@ -107,7 +108,7 @@ int verb_run(struct source *s, const struct ctl_options *o, int argc, char **arg
 		log_error("invalid mode '%s': expected off, on or adaptive", mode);
 		return EXIT_USAGE;
 	}
-	r = find_library(lib, sizeof(lib));
+	r = find_libelide(lib, sizeof(lib));
 	if (r < 0) {
 		log_error_errno(r, "cannot find libelide.so (last tried %s; set ELIDE_LIBDIR)", lib);
 		return EXIT_FAIL;

@@ -489,6 +489,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 			 policy_mode_to_string(effective_process_mode(p)));
 	}
 	p->created_ns = snap->header.created_ns;
+	p->uid = snap->process_uid;
 	if (snap->nskipped_locks && !p->warned_skipped) {
 		log_warning("pid %d: only the first %u of its %u lock entries are followed",
 			    (int)p->pid, ELIDED_MAX_LOCKS_PER_PROCESS, snap->header.lock_high_water);
@@ -533,9 +534,33 @@ static void remove_stale(struct elided *d, const char *name)
 		log_info("removed %s: its process is gone", name);
 }
 
+/*
+ * A second segment for a process we track: an exec'd image that could not
+ * replace the earlier image's file (see segment-format.h).  The newer one
+ * is the process now; the older one is removed.
+ */
+static void supersede(struct elided *d, struct tracked_process *p, const char *name)
+{
+	struct seg_snapshot *snap = NULL;
+	char err[SEG_ERR_MAX];
+
+	if (seg_read(d->runtime_dirfd, name, SEG_READ_CHECK_PROCESS | SEG_READ_NO_LOCKS, &snap, err, sizeof(err)) < 0)
+		return;
+	if (snap->header.created_ns > p->created_ns) {
+		log_info("pid %d: %s replaces %s (a new image)", (int)p->pid, name, p->seg_name);
+		remove_stale(d, p->seg_name);
+		snprintf(p->seg_name, sizeof(p->seg_name), "%s", name);
+		refresh_process(d, p);
+	} else {
+		remove_stale(d, name);
+	}
+	seg_snapshot_free(snap);
+}
+
 static void adopt(struct elided *d, const char *name, bool quiet)
 {
 	_cleanup_free_ struct tracked_process *fresh = NULL;
+	struct tracked_process *existing;
 	struct seg_snapshot *snap = NULL;
 	char err[SEG_ERR_MAX];
 	pid_t pid;
@@ -544,8 +569,12 @@ static void adopt(struct elided *d, const char *name, bool quiet)
 
 	if (seg_parse_name(name, &pid, &start) < 0)
 		return;
-	if (elided_find_process(d, pid))
+	existing = elided_find_process(d, pid);
+	if (existing) {
+		if (strcmp(existing->seg_name, name))
+			supersede(d, existing, name);
 		return;
+	}
 	/* The header is enough to decide; lock tables are read once adopted. */
 	r = seg_read(d->runtime_dirfd, name, SEG_READ_CHECK_PROCESS | SEG_READ_NO_LOCKS, &snap, err, sizeof(err));
 	if (r == -ESRCH) {
@@ -559,13 +588,13 @@ static void adopt(struct elided *d, const char *name, bool quiet)
 			log_warning("ignoring %s", err);
 		return;
 	}
-	if (processes_of_uid(d, snap->file_uid) >= d->config->max_segments_per_uid) {
+	if (processes_of_uid(d, snap->process_uid) >= d->config->max_segments_per_uid) {
 		if (quiet) {
 			seg_snapshot_free(snap);
 			return;
 		}
 		log_warning("ignoring %s: uid %u already has %u processes tracked (daemon.max_segments_per_uid)", name,
-			    (unsigned)snap->file_uid, d->config->max_segments_per_uid);
+			    (unsigned)snap->process_uid, d->config->max_segments_per_uid);
 		seg_snapshot_free(snap);
 		return;
 	}
@@ -577,7 +606,9 @@ static void adopt(struct elided *d, const char *name, bool quiet)
 	}
 	fresh->pid = pid;
 	fresh->start_time = start;
-	fresh->uid = snap->file_uid;
+	/* Who may read and steer it: the process's owner now, not the file's
+	 * (root when the program dropped privileges after start-up). */
+	fresh->uid = snap->process_uid;
 	snprintf(fresh->seg_name, sizeof(fresh->seg_name), "%s", name);
 	seg_snapshot_free(snap);
 	read_identity(fresh);
@@ -640,6 +671,7 @@ void elided_rescan(struct elided *d)
 	rewinddir(dir);
 	/* Bounded work per pass: a directory flooded with junk cannot stall us. */
 	while ((de = readdir(dir)) && seen++ < 16384) {
+		struct tracked_process *p;
 		pid_t pid;
 		uint64_t start;
 
@@ -649,7 +681,8 @@ void elided_rescan(struct elided *d)
 			remove_dead_partial(d, de->d_name);
 			continue;
 		}
-		if (!elided_find_process(d, pid))
+		p = elided_find_process(d, pid);
+		if (!p || strcmp(p->seg_name, de->d_name))
 			adopt(d, de->d_name, true);
 	}
 	closedir(dir);

@@ -214,19 +214,34 @@ static int create_file(const char *dir, uint64_t start_time, void **ret)
  */
 static int publish_file(void)
 {
-	char tmp[80];
+	char tmp[80], base[64];
 	struct stat st;
 	int r = 0;
 
 	snprintf(tmp, sizeof(tmp), "%s.new", seg.name);
+	snprintf(base, sizeof(base), "%s", seg.name);
 	if (renameat2(seg.dirfd, tmp, seg.dirfd, seg.name, RENAME_NOREPLACE) < 0) {
 		r = -errno;
 		if (r == -EEXIST && fstatat(seg.dirfd, seg.name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    S_ISREG(st.st_mode) && st.st_uid == geteuid() && unlinkat(seg.dirfd, seg.name, 0) == 0)
 			r = renameat2(seg.dirfd, tmp, seg.dirfd, seg.name, RENAME_NOREPLACE) < 0 ? -errno : 0;
 	}
+	/* The earlier image's file is not ours to replace (it ran as root, we
+	 * dropped privileges before exec): publish under a generation. */
+	for (unsigned gen = 1; r == -EEXIST && gen <= ELIDE_SEG_MAX_GENERATION; gen++) {
+		size_t len = strlen(base) - strlen(ELIDE_SEG_SUFFIX);
+
+		snprintf(seg.name, sizeof(seg.name), "%.*s-%u%s", (int)len, base, gen, ELIDE_SEG_SUFFIX);
+		r = renameat2(seg.dirfd, tmp, seg.dirfd, seg.name, RENAME_NOREPLACE) < 0 ? -errno : 0;
+	}
 	if (r < 0)
 		unlinkat(seg.dirfd, tmp, 0);
+	else if (strcmp(seg.name, base)) {
+		char *slash = strrchr(seg.path, '/');
+
+		if (slash)
+			snprintf(slash + 1, sizeof(seg.path) - (size_t)(slash + 1 - seg.path), "%s", seg.name);
+	}
 	close(seg.dirfd);
 	seg.dirfd = -1;
 	return r;

@@ -107,3 +107,13 @@ tests_integration_seg_forge_CFLAGS = $(AM_CFLAGS)
 tests_integration_seg_forge_LDADD = -ldl
 TESTS += tests/integration/test-elided-hostile.sh
 EXTRA_DIST += tests/integration/test-elided-hostile.sh
+
+# Installation into a DESTDIR; end to end with Debian's memcached and sysbench.
+TESTS += tests/integration/test-install.sh tests/integration/test-e2e-memcached.sh \
+	tests/integration/test-e2e-sysbench.sh
+EXTRA_DIST += tests/integration/test-install.sh tests/integration/test-e2e-memcached.sh \
+	tests/integration/test-e2e-sysbench.sh
+
+# System-wide enablement, in a temporary root only.
+TESTS += tests/integration/test-elidectl-enable.sh
+EXTRA_DIST += tests/integration/test-elidectl-enable.sh

@@ -33,7 +33,7 @@ done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/elide-e2e-mc.XXXXXX") || exit 1
 chmod 755 "$tmp"
 pids=()
-mc= daemon= bus=
+mc='' daemon='' bus=''
 cleanup() {
 	for p in "${pids[@]}" $mc $daemon $bus; do kill "$p" 2>/dev/null; done
 	wait 2>/dev/null
@@ -146,7 +146,7 @@ for try in 1 2 3 4 5; do
 		break
 	fi
 	kill "$mc" 2>/dev/null; wait "$mc" 2>/dev/null
-	mc= port=
+	mc='' port=''
 done
 [ -n "$mc" ] || { cat "$tmp/memcached.log" >&2; echo "FAIL: memcached did not start on a loopback port" >&2; exit 1; }
 ok "memcached $(stat_of version) (pid $mc, $(stat_of threads) threads) listens on 127.0.0.1:$port"

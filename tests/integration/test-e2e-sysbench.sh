@@ -27,7 +27,7 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 ok() { echo "ok: $*"; }
 
 threads=4
-args=(mutex --threads=$threads --mutex-num=64 --mutex-locks=20000 --mutex-loops=100 run)
+args=(mutex "--threads=$threads" --mutex-num=64 --mutex-locks=20000 --mutex-loops=100 run)
 sim=()
 if ! grep -qw rtm /proc/cpuinfo; then
 	sim=(ELIDE_SIM_ABORT=0x6)

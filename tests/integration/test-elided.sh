@@ -210,6 +210,32 @@ else
 	echo "note: not root (or no setpriv): the other-user refusal is covered by the unit test of the D-Bus code"
 fi
 
+# ---- programs that change user -----------------------------------------------
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+	# A server that drops privileges after start-up: its segment stays root's.
+	cp "$workload" "$tmp/wl-drop"
+	ELIDE_RUNTIME_DIR="$rundir" ELIDE_SIM_ABORT=0x6 LD_PRELOAD="$lib" "$tmp/wl-drop" --seconds 120 --drop-to 65534 >/dev/null &
+	drop=$!
+	pids+=("$drop")
+	owner_is_nobody() { "${B[@]}" call $NAME $OBJ $IFACE ListProcesses | jq -e --argjson pid "$drop" '.data[0][] | select(.[0] == $pid and .[1] == 65534)'; }
+	poll 15 owner_is_nobody && ok "dropped privileges: tracked, owned by uid 65534" || fail "privilege-dropping process not tracked as uid 65534"
+	"${as_nobody[@]}" "${B[@]}" call $NAME $OBJ $IFACE SetProcessMode us "$drop" off >/dev/null 2>&1 &&
+		ok "its owner may steer it" || fail "uid 65534 may not steer its own process"
+
+	# A preloaded wrapper that changes user and execs: the new image cannot
+	# replace root's segment and publishes a generation instead.
+	cp "$workload" "$tmp/wl-exec"
+	ELIDE_RUNTIME_DIR="$rundir" ELIDE_SIM_ABORT=0x6 LD_PRELOAD="$lib" \
+		setpriv --reuid=65534 --regid=65534 --clear-groups "$tmp/wl-exec" --seconds 120 >/dev/null 2>"$tmp/wl-exec.err" &
+	wrapped=$!
+	pids+=("$wrapped")
+	exe_is_new() { "${B[@]}" call $NAME $OBJ $IFACE ListProcesses | jq -e --argjson pid "$wrapped" '.data[0][] | select(.[0] == $pid and (.[2] | endswith("/wl-exec")))'; }
+	poll 15 exe_is_new && ok "exec after a user change: the new image is tracked" || fail "exec'd image not tracked: $(ls "$rundir" | grep "^$wrapped-")"
+	grep -q "statistics off" "$tmp/wl-exec.err" && fail "exec'd image lost its statistics: $(cat "$tmp/wl-exec.err")" || ok "exec'd image kept its statistics"
+	poll 15 bash -c "[ \$(ls '$rundir' | grep -c '^$wrapped-') -eq 1 ]" && ok "the earlier image's segment was removed" ||
+		fail "segments of $wrapped: $(ls "$rundir" | grep "^$wrapped-" | tr '\n' ' ')"
+fi
+
 # ---- reaping ------------------------------------------------------------------
 victim=${pid_of[wl-user]}
 kill -KILL "$victim"

@@ -41,11 +41,20 @@ var() {
 	printf 'print-elide-var:\n\t@echo $(%s)\n' "$1" |
 		mk -f Makefile -f - print-elide-var
 }
-for v in prefix libdir includedir pkgconfigdir bindir sbindir sysconfdir mandir \
-	systemdsystemunitdir tmpfilesdir dbuspolicydir bashcompletiondir \
-	dist_man_MANS tmpfiles_DATA; do
-	declare "$v=$(var "$v")"
-done
+prefix=$(var prefix)
+libdir=$(var libdir)
+includedir=$(var includedir)
+pkgconfigdir=$(var pkgconfigdir)
+bindir=$(var bindir)
+sbindir=$(var sbindir)
+sysconfdir=$(var sysconfdir)
+mandir=$(var mandir)
+systemdsystemunitdir=$(var systemdsystemunitdir)
+tmpfilesdir=$(var tmpfilesdir)
+dbuspolicydir=$(var dbuspolicydir)
+bashcompletiondir=$(var bashcompletiondir)
+dist_man_MANS=$(var dist_man_MANS)
+tmpfiles_DATA=$(var tmpfiles_DATA)
 [ -n "$prefix" ] && [ -n "$libdir" ] || { echo "FAIL: cannot read the configured directories from $top_builddir/Makefile" >&2; exit 1; }
 
 # ---- install ------------------------------------------------------------------
@@ -194,7 +203,7 @@ int main(void)
 	return 0;
 }
 EOF
-		# shellcheck disable=SC2086 # cflags is a list of words
+		# shellcheck disable=SC2046,SC2086 # flags are lists of words
 		if $CC $cflags -pthread "$tmp/active.c" -o "$tmp/active" $(pkg-config --libs elide) 2>"$tmp/err"; then
 			ok "a program including <elide.h> builds with pkg-config's flags alone"
 			out=$("$tmp/active")
@@ -223,7 +232,7 @@ fi
 if mk uninstall DESTDIR="$dest" >"$tmp/uninstall.log" 2>&1; then
 	left=$(cd "$dest" && find . ! -type d | sed 's|^\.||')
 	[ -z "$left" ] && ok "make uninstall leaves only empty folders" ||
-		fail "make uninstall left: $(echo $left)"
+		fail "make uninstall left: $(tr '\n' ' ' <<<"$left")"
 else
 	cat "$tmp/uninstall.log" >&2
 	fail "make uninstall"

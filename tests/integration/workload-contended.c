@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -82,7 +83,8 @@ static void *worker_loop(void *arg)
 
 static int usage(const char *prog)
 {
-	fprintf(stderr, "Usage: %s [--seconds N]\n", prog);
+	fprintf(stderr, "Usage: %s [--seconds N] [--drop-to UID]\n"
+		"  --drop-to UID  become UID (and its group) after start-up, as servers do\n", prog);
 	return 1;
 }
 
@@ -90,6 +92,7 @@ int main(int argc, char **argv)
 {
 	static const struct option options[] = {
 		{ "seconds", required_argument, NULL, 's' },
+		{ "drop-to", required_argument, NULL, 'u' },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
@@ -97,12 +100,18 @@ int main(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct timespec start, now, nap = { 0, 20 * 1000 * 1000 };
 	uint64_t hits = 0, writes = 0, slots = 0;
-	long seconds = 5;
+	long seconds = 5, drop_to = -1;
 	char *end;
 	int c, r;
 
-	while ((c = getopt_long(argc, argv, "s:h", options, NULL)) >= 0) {
+	while ((c = getopt_long(argc, argv, "s:u:h", options, NULL)) >= 0) {
 		switch (c) {
+		case 'u':
+			errno = 0;
+			drop_to = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || drop_to < 0)
+				return usage(argv[0]);
+			break;
 		case 's':
 			errno = 0;
 			seconds = strtol(optarg, &end, 10);
@@ -115,6 +124,11 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage(argv[0]);
+	/* libelide made its segment while we were still root. */
+	if (drop_to >= 0 && (setgid((gid_t)drop_to) < 0 || setuid((uid_t)drop_to) < 0)) {
+		perror("workload-contended: cannot drop privileges");
+		return 1;
+	}
 
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
