@@ -117,3 +117,4 @@ EXTRA_DIST += tests/integration/test-install.sh tests/integration/test-e2e-memca
 # System-wide enablement, in a temporary root only.
 TESTS += tests/integration/test-elidectl-enable.sh
 EXTRA_DIST += tests/integration/test-elidectl-enable.sh
+EXTRA_DIST += tests/integration/testlib.sh

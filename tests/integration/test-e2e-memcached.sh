@@ -18,42 +18,14 @@
 # statistics and the adaptation still run.  Waits are bounded polls.
 set -u
 
-: "${top_builddir:?run me through make check}"
-lib="$top_builddir/libelide/.libs/libelide.so"
-elided="$top_builddir/elided/elided"
-elidectl="$top_builddir/elidectl/elidectl"
-
-skip() { echo "SKIP: $*" >&2; exit 77; }
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/testlib.sh"
 memcached=$(command -v memcached) || skip "memcached is not installed (Debian: apt-get install memcached)"
-for tool in dbus-daemon busctl jq; do
-	command -v "$tool" >/dev/null || skip "$tool is not installed"
-done
+need dbus-daemon busctl jq
 [ "${ELIDE_SANITIZERS:-no}" = yes ] && skip "sanitizer build: an ASan libelide.so cannot be preloaded into memcached"
+tl_setup elide-e2e-mc
+mc=
+trap 'kill $mc 2>/dev/null; tl_cleanup' EXIT
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/elide-e2e-mc.XXXXXX") || exit 1
-chmod 755 "$tmp"
-pids=()
-mc='' daemon='' bus=''
-cleanup() {
-	for p in "${pids[@]}" $mc $daemon $bus; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM
-
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
-note() { echo "note: $*"; }
-poll() {
-	local deadline=$((SECONDS + $1)); shift
-	while [ $SECONDS -lt $deadline ]; do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	"$@" >/dev/null 2>&1
-}
 finish() {
 	echo "---- elided log ----"
 	cat "$tmp/elided.log"
@@ -66,30 +38,7 @@ finish() {
 }
 
 # ---- a private system bus and elided -------------------------------------------
-cat > "$tmp/bus.conf" <<EOF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=$tmp/bus.socket</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow receive_sender="*"/>
-  </policy>
-</busconfig>
-EOF
-dbus-daemon --config-file="$tmp/bus.conf" --nofork --nopidfile --print-address=3 3>"$tmp/bus.address" &
-bus=$!
-poll 10 test -s "$tmp/bus.address" || { echo "FAIL: dbus-daemon did not start" >&2; exit 1; }
-export DBUS_SYSTEM_BUS_ADDRESS
-DBUS_SYSTEM_BUS_ADDRESS=$(head -n1 "$tmp/bus.address")
-B=(busctl --system --json=short)
-NAME=org.elide.elided1
-OBJ=/org/elide/elided1
-IFACE=org.elide.Manager1
+start_private_bus
 
 rundir=$tmp/run
 mkdir -m 1777 "$rundir"

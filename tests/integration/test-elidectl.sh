@@ -12,40 +12,9 @@
 # 3 not found, 4 permission denied, 5 elided not running.
 set -u
 
-: "${top_builddir:?run me through make check}"
-elided="$top_builddir/elided/elided"
-elidectl="$top_builddir/elidectl/elidectl"
-workload="$top_builddir/tests/integration/workload-contended"
-
-skip() { echo "SKIP: $*" >&2; exit 77; }
-for tool in dbus-daemon busctl jq; do
-	command -v "$tool" >/dev/null || skip "$tool is not installed"
-done
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/elidectl-test.XXXXXX") || exit 1
-chmod 755 "$tmp"
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	[ -n "${daemon:-}" ] && kill "$daemon" 2>/dev/null
-	[ -n "${bus:-}" ] && kill "$bus" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
-
-poll() {
-	local deadline=$((SECONDS + $1)); shift
-	while [ $SECONDS -lt $deadline ]; do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	"$@" >/dev/null 2>&1
-}
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/testlib.sh"
+need dbus-daemon busctl jq
+tl_setup elidectl-test
 
 # expect STATUS PATTERN DESCRIPTION -- COMMAND...: exit status and stderr.
 expect() {
@@ -62,28 +31,7 @@ expect() {
 	fi
 }
 
-# ---- a private system bus ---------------------------------------------------
-cat > "$tmp/bus.conf" <<EOF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=$tmp/bus.socket</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow receive_sender="*"/>
-  </policy>
-</busconfig>
-EOF
-dbus-daemon --config-file="$tmp/bus.conf" --nofork --nopidfile --print-address=3 3>"$tmp/bus.address" &
-bus=$!
-poll 10 test -s "$tmp/bus.address" || { echo "FAIL: dbus-daemon did not start" >&2; exit 1; }
-export DBUS_SYSTEM_BUS_ADDRESS
-DBUS_SYSTEM_BUS_ADDRESS=$(head -n1 "$tmp/bus.address")
-chmod 777 "$tmp/bus.socket" 2>/dev/null
+start_private_bus
 
 rundir="$tmp/run"
 mkdir -m 1777 "$rundir"
@@ -279,9 +227,5 @@ expect 5 "not running" "status after elided stopped" -- "$elidectl" status
 DBUS_SYSTEM_BUS_ADDRESS=unix:path=$tmp/no-bus expect 0 "cannot connect.*reading segments directly" "list with no bus at all (says so with -v)" -- "$elidectl" -v list
 DBUS_SYSTEM_BUS_ADDRESS=unix:path=$tmp/no-bus expect 5 "cannot connect" "set with no bus at all" -- "$elidectl" set "$wa" off
 
-if [ $failures -gt 0 ]; then
-	echo "---- elided log ----"; cat "$tmp/elided.log"
-	echo "$failures check(s) failed"
-	exit 1
-fi
-echo "all elidectl checks passed"
+[ $failures -gt 0 ] && { echo "---- elided log ----"; cat "$tmp/elided.log"; }
+tl_finish elidectl

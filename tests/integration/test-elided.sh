@@ -13,70 +13,10 @@
 # Waits are bounded polls, never fixed sleeps that decide the outcome.
 set -u
 
-: "${top_builddir:?run me through make check}"
-lib="$top_builddir/libelide/.libs/libelide.so"
-elided="$top_builddir/elided/elided"
-elidectl="$top_builddir/elidectl/elidectl"
-workload="$top_builddir/tests/integration/workload-contended"
-
-skip() { echo "SKIP: $*" >&2; exit 77; }
-for tool in dbus-daemon busctl jq; do
-	command -v "$tool" >/dev/null || skip "$tool is not installed"
-done
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/elided-test.XXXXXX") || exit 1
-chmod 755 "$tmp"
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-	[ -n "${daemon:-}" ] && kill "$daemon" 2>/dev/null
-	[ -n "${bus:-}" ] && kill "$bus" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
-
-# poll SECONDS COMMAND...: true as soon as COMMAND succeeds.
-poll() {
-	local deadline=$((SECONDS + $1)); shift
-	while [ $SECONDS -lt $deadline ]; do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	"$@" >/dev/null 2>&1
-}
-
-# ---- a private system bus ---------------------------------------------------
-cat > "$tmp/bus.conf" <<EOF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=$tmp/bus.socket</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow receive_sender="*"/>
-  </policy>
-</busconfig>
-EOF
-dbus-daemon --config-file="$tmp/bus.conf" --nofork --nopidfile --print-address=3 3>"$tmp/bus.address" &
-bus=$!
-poll 10 test -s "$tmp/bus.address" || { echo "FAIL: dbus-daemon did not start" >&2; exit 1; }
-export DBUS_SYSTEM_BUS_ADDRESS
-DBUS_SYSTEM_BUS_ADDRESS=$(head -n1 "$tmp/bus.address")
-chmod 777 "$tmp/bus.socket" 2>/dev/null
-
-B=(busctl --system --json=short)
-NAME=org.elide.elided1
-OBJ=/org/elide/elided1
-IFACE=org.elide.Manager1
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/testlib.sh"
+need dbus-daemon busctl jq
+tl_setup elided-test
+start_private_bus
 
 # ---- configuration and workloads ------------------------------------------
 rundir="$tmp/run"
@@ -249,8 +189,4 @@ poll 15 bash -c "! ls '$rundir' | grep -q '^$victim-'" && ok "its stale segment 
 
 echo "---- elided log ----"
 cat "$tmp/elided.log"
-if [ $failures -gt 0 ]; then
-	echo "$failures check(s) failed"
-	exit 1
-fi
-echo "all elided checks passed"
+tl_finish elided

@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Shared by the shell integration tests: sourced, never run.
+#
+#   tl_setup NAME         make $tmp (removed at exit, with every pid in $pids,
+#                         $daemon and $bus killed), set the tool paths
+#   need TOOL...          skip (exit 77, with the reason) when a tool is missing
+#   ok / fail / skip / note
+#   poll SECONDS CMD...   true as soon as CMD succeeds (bounded, never decides by sleeping)
+#   start_private_bus     a dbus-daemon for $tmp, exported as DBUS_SYSTEM_BUS_ADDRESS
+#   tl_finish WHAT        exit 1 when a check failed, else 0
+
+: "${top_builddir:?run me through make check}"
+lib="$top_builddir/libelide/.libs/libelide.so"
+elided="$top_builddir/elided/elided"
+elidectl="$top_builddir/elidectl/elidectl"
+workload="$top_builddir/tests/integration/workload-contended"
+
+# The daemon's D-Bus coordinates and a busctl that speaks JSON.
+NAME=org.elide.elided1
+OBJ=/org/elide/elided1
+IFACE=org.elide.Manager1
+B=(busctl --system --json=short)
+
+failures=0
+pids=()
+daemon=
+bus=
+
+ok() { echo "ok: $*"; }
+note() { echo "note: $*"; }
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+skip() { echo "SKIP: $*" >&2; exit 77; }
+
+need() {
+	local tool
+	for tool in "$@"; do
+		command -v "$tool" >/dev/null || skip "$tool is not installed"
+	done
+}
+
+poll() {
+	local deadline=$((SECONDS + $1)); shift
+	while [ $SECONDS -lt $deadline ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	"$@" >/dev/null 2>&1
+}
+
+tl_cleanup() {
+	local p
+	for p in "${pids[@]}" $daemon $bus; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+
+tl_setup() {
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") || exit 1
+	# Readable by others: the other-user checks connect to the bus in here.
+	chmod 755 "$tmp"
+	trap tl_cleanup EXIT
+	trap 'exit 1' HUP INT TERM
+}
+
+start_private_bus() {
+	cat > "$tmp/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=$tmp/bus.socket</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+CONF
+	# dbus-daemon complains on stderr when it may not raise its fd limit.
+	dbus-daemon --config-file="$tmp/bus.conf" --nofork --nopidfile --print-address=3 \
+		3>"$tmp/bus.address" 2>>"$tmp/bus.log" &
+	bus=$!
+	poll 10 test -s "$tmp/bus.address" || { echo "FAIL: dbus-daemon did not start: $(cat "$tmp/bus.log")" >&2; exit 1; }
+	DBUS_SYSTEM_BUS_ADDRESS=$(head -n1 "$tmp/bus.address")
+	export DBUS_SYSTEM_BUS_ADDRESS
+	chmod 777 "$tmp/bus.socket" 2>/dev/null
+}
+
+tl_finish() {
+	if [ $failures -gt 0 ]; then
+		echo "$failures check(s) failed"
+		exit 1
+	fi
+	echo "all $1 checks passed"
+	exit 0
+}
