@@ -259,14 +259,15 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null
 	poll 5 in_log "ignoring $name: file owner uid $nobody_uid is not the owner uid 0 of process $p" &&
 		ok "root's process, segment owned by nobody: refused" || fail "segment owned by nobody for root's pid $p: no owner rejection"
 	adopted "$p" && fail "pid $p adopted from a file nobody owns"
-	# Nobody's process with a segment root wrote: refused too, process untouched.
+	# Nobody's process with a segment root wrote: only root can write one,
+	# which is what a server does before it drops privileges.  Adopted, and
+	# owned (readable and steerable) by nobody, the process's user.
 	spawn "${as_nobody[@]}"
 	v1=$spawned
 	poll 2 test "$(awk '/^Uid:/ { print $3 }' "/proc/$v1/status" 2>/dev/null)" = "$nobody_uid"
 	name=$(forge --pid "$v1" --locks 4)
-	poll 5 in_log "ignoring $name: file owner uid 0 is not the owner uid $nobody_uid of process $v1" &&
-		ok "nobody's process, segment owned by root: refused" || fail "root-owned segment for nobody's pid $v1: no owner rejection"
-	adopted "$v1" && fail "nobody's pid $v1 adopted from root's file"
+	poll 5 adopted "$v1" && ok "nobody's process, segment owned by root (privileges dropped): adopted" ||
+		fail "root-owned segment of nobody's pid $v1 not adopted"
 	# Header naming nobody's process inside a file for one of root's.
 	spawn
 	p=$spawned
