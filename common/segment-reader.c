@@ -513,6 +513,7 @@ int seg_read_max(int dirfd, const char *name, unsigned flags, uint32_t max_locks
 	snap->pid = pid;
 	snap->start_time = start_time;
 	snap->file_uid = st.st_uid;
+	snap->process_uid = (uid_t)-1; /* known only with SEG_READ_CHECK_PROCESS */
 
 	r = seg_read_header(fd, name, &st, pid, start_time, &snap->header, err, errlen);
 	if (r < 0)

@@ -22,6 +22,8 @@ struct elfsym_maps;
 #define ELIDED_HISTORY 60        /* intervals of per-process history kept */
 /* Lock entries followed per process: caps what one process costs the daemon. */
 #define ELIDED_MAX_LOCKS_PER_PROCESS 4096u
+/* Intervals between two checks of a tracked process against /proc. */
+#define ELIDED_PROC_CHECK_EVERY 10u
 #define ELIDED_LOCK_NAME_MAX 128
 
 /* Per-lock figures of the last interval. */
@@ -73,6 +75,7 @@ struct tracked_process {
 	char last_error[SEG_ERR_MAX]; /* last read/write problem, "" when fine */
 	struct elfsym_maps *maps;    /* for naming locks; reloaded when names fail */
 	bool maps_reloaded;          /* already reloaded during this refresh */
+	uint64_t refreshes;          /* reads of its segment so far */
 	bool warned_skipped, warned_bad; /* logged once per process */
 	struct tracked_process *next;
 };

@@ -461,8 +461,12 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	int r;
 
 	p->maps_reloaded = false;
-	r = seg_read_max(d->runtime_dirfd, p->seg_name, SEG_READ_CHECK_PROCESS, ELIDED_MAX_LOCKS_PER_PROCESS, &snap,
-			 err, sizeof(err));
+	/* Exits arrive from discovery (pidfd or BPF) at once, so /proc is
+	 * checked at adoption and then every few intervals (owner changes,
+	 * missed exits), not each time: two /proc files less per process. */
+	r = seg_read_max(d->runtime_dirfd, p->seg_name,
+			 p->refreshes++ % ELIDED_PROC_CHECK_EVERY == 0 ? SEG_READ_CHECK_PROCESS : 0,
+			 ELIDED_MAX_LOCKS_PER_PROCESS, &snap, err, sizeof(err));
 	if (r == -ESRCH || r == -ENOENT)
 		return -ESRCH;
 	if (r < 0) {
@@ -489,7 +493,8 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 			 policy_mode_to_string(effective_process_mode(p)));
 	}
 	p->created_ns = snap->header.created_ns;
-	p->uid = snap->process_uid;
+	if (snap->process_uid != (uid_t)-1)
+		p->uid = snap->process_uid;
 	if (snap->nskipped_locks && !p->warned_skipped) {
 		log_warning("pid %d: only the first %u of its %u lock entries are followed",
 			    (int)p->pid, ELIDED_MAX_LOCKS_PER_PROCESS, snap->header.lock_high_water);

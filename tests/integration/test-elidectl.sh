@@ -63,18 +63,27 @@ ok "elided is on the private bus"
 
 # ---- run: the workloads are started by elidectl run ------------------------
 export ELIDE_SIM_ABORT=0x6  # every simulated transaction aborts (no RTM here)
-"$elidectl" run --mode adaptive -- "$tmp/wl-a" --seconds 120 >/dev/null &
+# elidectl run appends libelide to LD_PRELOAD: in a sanitizer build the ASan
+# runtime must already be there, first.  Only ever called in a subshell
+# (background or $(...)): it execs, so $! is the workload's pid.
+elrun() {
+	if [ -n "$asan_first" ]; then
+		LD_PRELOAD="$asan_first${LD_PRELOAD:+ $LD_PRELOAD}" exec "$elidectl" run "$@"
+	fi
+	exec "$elidectl" run "$@"
+}
+elrun --mode adaptive -- "$tmp/wl-a" --seconds 120 >/dev/null &
 wa=$!; pids+=("$wa")
-"$elidectl" run "$tmp/wl-off" --seconds 120 >/dev/null &
+elrun "$tmp/wl-off" --seconds 120 >/dev/null &
 woff=$!; pids+=("$woff")
 listed() { "$elidectl" list --json | jq -e --argjson p "$1" '.[] | select(.pid == $p)'; }
 poll 15 listed "$wa" && ok "run: wl-a (pid $wa) runs under libelide, listed by elided" || fail "wl-a not listed"
 poll 15 listed "$woff" && ok "run: wl-off (pid $woff) listed" || fail "wl-off not listed"
 
-out=$("$elidectl" run --mode off -- sh -c 'echo "$LD_PRELOAD|$ELIDE"')
+out=$(elrun --mode off -- sh -c 'echo "$LD_PRELOAD|$ELIDE"')
 case "$out" in *libelide.so\|mode=off) ok "run: LD_PRELOAD and ELIDE=mode=off set ($out)" ;; *) fail "run env: $out" ;; esac
-out=$(ELIDE=report=0,mode=on LD_PRELOAD=/nonexistent.so "$elidectl" run --mode=off sh -c 'echo "$LD_PRELOAD|$ELIDE"' 2>/dev/null)
-case "$out" in "/nonexistent.so "*libelide.so\|report=0,mode=off) ok "run: LD_PRELOAD appended, ELIDE merged" ;; *) fail "run merge: $out" ;; esac
+out=$(ELIDE=report=0,mode=on LD_PRELOAD=/nonexistent.so elrun --mode=off sh -c 'echo "$LD_PRELOAD|$ELIDE"' 2>/dev/null)
+case "$out" in *"/nonexistent.so "*libelide.so\|report=0,mode=off) ok "run: LD_PRELOAD appended, ELIDE merged" ;; *) fail "run merge: $out" ;; esac
 expect 2 "invalid mode" "run: invalid mode" -- "$elidectl" run --mode sometimes true
 expect 127 "cannot run" "run: no such command" -- "$elidectl" run /nonexistent/cmd
 expect 2 "usage" "run: no command" -- "$elidectl" run
@@ -206,7 +215,7 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
 	[ "$n" = 0 ] && ok "nobody lists none of root's processes" || fail "nobody sees $n"
 	# nobody's own process: seen and steered.
 	cp "$workload" "$tmp/wl-nobody"
-	"${nobody[@]}" env ELIDE_RUNTIME_DIR="$rundir" "$elidectl" run "$tmp/wl-nobody" --seconds 120 >/dev/null &
+	"${nobody[@]}" env ELIDE_RUNTIME_DIR="$rundir" ${asan_first:+LD_PRELOAD=$asan_first} "$elidectl" run "$tmp/wl-nobody" --seconds 120 >/dev/null &
 	wn=$!; pids+=("$wn")
 	nobody_listed() { "${nobody[@]}" "$elidectl" list --json | jq -e --argjson p "$1" '.[] | select(.pid == $p)'; }
 	poll 15 nobody_listed "$wn" && ok "nobody lists their own process" || fail "nobody's process not listed"

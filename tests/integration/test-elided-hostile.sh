@@ -26,6 +26,8 @@ forge="$top_builddir/tests/integration/seg-forge"
 # ~3000 file names: a few MiB more.  64 MiB leaves room for allocator slack
 # while catching anything that grows with the number of files or rejections.
 RSS_LIMIT_KB=$((64 * 1024))
+# AddressSanitizer's shadow memory and quarantine make RSS meaningless there.
+[ "${ELIDE_SANITIZERS:-no}" = yes ] && RSS_LIMIT_KB=$((1024 * 1024))
 FLOOD_PROCS=300
 FLOOD_JUNK=3000
 CAP=64

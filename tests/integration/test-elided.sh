@@ -53,7 +53,7 @@ declare -A pid_of
 start_workload() {
 	# The simulated aborts keep the decision machinery running without RTM;
 	# libelide ignores ELIDE_SIM_ABORT where RTM works.
-	ELIDE_RUNTIME_DIR="$rundir" ELIDE_SIM_ABORT=0x6 LD_PRELOAD="$lib" "$tmp/$1" --seconds 120 >/dev/null &
+	ELIDE_RUNTIME_DIR="$rundir" ELIDE_SIM_ABORT=0x6 LD_PRELOAD="$preload" "$tmp/$1" --seconds 120 >/dev/null &
 	pid_of[$1]=$!
 	pids+=("$!")
 }
@@ -154,7 +154,7 @@ fi
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
 	# A server that drops privileges after start-up: its segment stays root's.
 	cp "$workload" "$tmp/wl-drop"
-	ELIDE_RUNTIME_DIR="$rundir" ELIDE_SIM_ABORT=0x6 LD_PRELOAD="$lib" "$tmp/wl-drop" --seconds 120 --drop-to 65534 >/dev/null &
+	ELIDE_RUNTIME_DIR="$rundir" ELIDE_SIM_ABORT=0x6 LD_PRELOAD="$preload" "$tmp/wl-drop" --seconds 120 --drop-to 65534 >/dev/null &
 	drop=$!
 	pids+=("$drop")
 	owner_is_nobody() { "${B[@]}" call $NAME $OBJ $IFACE ListProcesses | jq -e --argjson pid "$drop" '.data[0][] | select(.[0] == $pid and .[1] == 65534)'; }
@@ -165,7 +165,7 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
 	# A preloaded wrapper that changes user and execs: the new image cannot
 	# replace root's segment and publishes a generation instead.
 	cp "$workload" "$tmp/wl-exec"
-	ELIDE_RUNTIME_DIR="$rundir" ELIDE_SIM_ABORT=0x6 LD_PRELOAD="$lib" \
+	ELIDE_RUNTIME_DIR="$rundir" ELIDE_SIM_ABORT=0x6 LD_PRELOAD="$preload" \
 		setpriv --reuid=65534 --regid=65534 --clear-groups "$tmp/wl-exec" --seconds 120 >/dev/null 2>"$tmp/wl-exec.err" &
 	wrapped=$!
 	pids+=("$wrapped")

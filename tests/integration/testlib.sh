@@ -9,12 +9,25 @@
 #   poll SECONDS CMD...   true as soon as CMD succeeds (bounded, never decides by sleeping)
 #   start_private_bus     a dbus-daemon for $tmp, exported as DBUS_SYSTEM_BUS_ADDRESS
 #   tl_finish WHAT        exit 1 when a check failed, else 0
+#   $preload              LD_PRELOAD for a program under libelide (ASan first in sanitizer builds)
 
 : "${top_builddir:?run me through make check}"
 lib="$top_builddir/libelide/.libs/libelide.so"
 elided="$top_builddir/elided/elided"
 elidectl="$top_builddir/elidectl/elidectl"
 workload="$top_builddir/tests/integration/workload-contended"
+
+# What to put in LD_PRELOAD.  A sanitizer build's libelide needs the ASan
+# runtime loaded before it; `elidectl run` appends libelide to LD_PRELOAD,
+# so commands it runs get "$asan_first" as their LD_PRELOAD.
+preload="$lib"
+asan_first=
+if [ "${ELIDE_SANITIZERS:-no}" = yes ]; then
+	asan_first=$(${CC:-cc} -print-file-name=libasan.so)
+	preload="$asan_first $lib"
+	ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+	export ASAN_OPTIONS
+fi
 
 # The daemon's D-Bus coordinates and a busctl that speaks JSON.
 NAME=org.elide.elided1
