@@ -26,22 +26,28 @@ struct elfsym_maps;
 #define ELIDED_PROC_CHECK_EVERY 10u
 #define ELIDED_LOCK_NAME_MAX 128
 
-/* Per-lock figures of the last interval. */
+/*
+ * Per-lock figures of the last interval.  Laid out hot first: each interval
+ * updates the state, totals, rates and window of every lock (100,000 of
+ * them at the scale goal), so those share the first cache lines; the names
+ * (written once) come last.
+ */
 struct lock_view {
 	uint32_t index;              /* entry index in the segment */
 	uint32_t kind, state, reason, policy;
+	enum policy_mode override;   /* from elidectl; UNSET = none */
+	enum policy_mode rule_mode;  /* from the config's lock rules; UNSET = none */
+	bool daemon_off;             /* the daemon's long-window adaptation turned it off */
+	uint32_t backoff_intervals;  /* daemon-side re-probe back-off (exponential) */
+	uint32_t backoff_left;       /* intervals until the next probe */
 	uint64_t addr, callsite;
+	uint64_t window_aborts, window_attempts; /* daemon-side cut-off window */
+	uint64_t totals[ELIDE_SEG_NSTATS];   /* cumulative, from the segment */
+	float rates[ELIDE_SEG_NSTATS];       /* per second over the last interval */
+	/* cold */
 	char name[ELIDED_LOCK_NAME_MAX];     /* elide.h name, else symbol, else "0x..." */
 	char function[ELIDED_LOCK_NAME_MAX]; /* call site function, or "" */
 	char callsite_text[ELIDED_LOCK_NAME_MAX * 2]; /* "fn+0x12 (module)" */
-	uint64_t totals[ELIDE_SEG_NSTATS];   /* cumulative, from the segment */
-	double rates[ELIDE_SEG_NSTATS];      /* per second over the last interval */
-	enum policy_mode override;   /* from elidectl; UNSET = none */
-	enum policy_mode rule_mode;  /* from the config's lock rules; UNSET = none */
-	uint64_t window_aborts, window_attempts; /* daemon-side cut-off window */
-	uint32_t backoff_intervals;  /* daemon-side re-probe back-off (exponential) */
-	uint32_t backoff_left;       /* intervals until the next probe */
-	bool daemon_off;             /* the daemon's long-window adaptation turned it off */
 };
 
 struct history_point {

@@ -173,7 +173,7 @@ static struct lock_view *find_view(struct tracked_process *p, uint32_t index)
  * interval, cumulative totals, names for new locks.  A recycled entry (new
  * address) starts over.
  */
-static void update_view(struct lock_view *v, const struct elide_seg_lock *e, bool fresh, double dt)
+static void update_view(struct lock_view *v, const struct elide_seg_lock *e, bool fresh, double per_sec)
 {
 	if (e->name[0] && strncmp(v->name, e->name, sizeof(v->name)))
 		snprintf(v->name, sizeof(v->name), "%s", e->name); /* named later via elide.h */
@@ -183,7 +183,7 @@ static void update_view(struct lock_view *v, const struct elide_seg_lock *e, boo
 	for (int s = 0; s < ELIDE_SEG_NSTATS; s++) {
 		uint64_t delta = e->stats[s] >= v->totals[s] ? e->stats[s] - v->totals[s] : 0;
 
-		v->rates[s] = !fresh && dt > 0 ? (double)delta / dt : 0;
+		v->rates[s] = fresh ? 0 : (float)((double)delta * per_sec);
 		if (s >= ELIDE_SEG_STAT_ABORT_CONFLICT)
 			v->window_aborts += fresh ? e->stats[s] : delta;
 		if (s == ELIDE_SEG_STAT_ATTEMPTS)
@@ -207,12 +207,13 @@ static int merge_locks(struct tracked_process *p, const struct seg_snapshot *sna
 {
 	struct lock_view *views;
 	bool same = snap->nlocks == p->nlocks;
+	double per_sec = dt > 0 ? 1.0 / dt : 0;
 
 	for (uint32_t i = 0; same && i < snap->nlocks; i++)
 		same = view_is_of(&p->locks[i], snap->locks[i].index, &snap->locks[i].lock);
 	if (same) {
 		for (uint32_t i = 0; i < snap->nlocks; i++)
-			update_view(&p->locks[i], &snap->locks[i].lock, false, dt);
+			update_view(&p->locks[i], &snap->locks[i].lock, false, per_sec);
 		return 0;
 	}
 
@@ -234,7 +235,7 @@ static int merge_locks(struct tracked_process *p, const struct seg_snapshot *sna
 			v->kind = e->kind;
 			name_lock(p, v, e);
 		}
-		update_view(v, e, fresh, dt);
+		update_view(v, e, fresh, per_sec);
 	}
 	free(p->locks);
 	p->locks = views;
