@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SPDX-License-Identifier: MIT
+# SPDX-License-Identifier: LGPL-2.1-or-later
 #
 # compare.sh: run elide-bench under four configurations and print a Markdown
 # table of median throughputs and their ratios.

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * elide-bench: lock-heavy micro-benchmarks on one global pthread lock.
  *

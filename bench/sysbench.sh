@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SPDX-License-Identifier: MIT
+# SPDX-License-Identifier: LGPL-2.1-or-later
 #
 # sysbench.sh: run Debian's sysbench mutex test under four configurations and
 # print a Markdown table of median figures and their ratios.
