@@ -64,6 +64,14 @@ struct elfsym_module {
 	size_t n_objs, n_funcs;
 	char *strings;
 	size_t strings_size;
+
+	/* Stripped files: the GNU build-id locates a separate debug file
+	 * (DEBUGDIR/.build-id/xx/yyyy.debug) whose .symtab names what the
+	 * stripped file no longer can. */
+	bool has_symtab;
+	uint8_t build_id[64];
+	size_t build_id_len;
+	struct elfsym_module *debug;
 };
 
 struct mapping {
@@ -171,6 +179,7 @@ void elfsym_module_free(struct elfsym_module *m)
 {
 	if (!m)
 		return;
+	elfsym_module_free(m->debug);
 	free(m->path);
 	free(m->segs);
 	free(m->syms);
@@ -408,6 +417,35 @@ static void sort_syms(struct elfsym_module *m)
 	m->n_funcs = out - objs;
 }
 
+/* The NT_GNU_BUILD_ID note of a SHT_NOTE section (already range-checked),
+ * if it has one.  Anything malformed is simply no build-id. */
+static void read_build_id(struct elfsym_module *m, int fd, const Elf64_Shdr *sec)
+{
+	uint8_t buf[1024];
+	size_t len = sec->sh_size < sizeof(buf) ? (size_t)sec->sh_size : sizeof(buf);
+	size_t off = 0;
+
+	if (len < sizeof(Elf64_Nhdr) || pread_full(fd, buf, len, sec->sh_offset) < 0)
+		return;
+	while (off + sizeof(Elf64_Nhdr) <= len) {
+		Elf64_Nhdr nh;
+		size_t name_off, desc_off;
+
+		memcpy(&nh, buf + off, sizeof(nh));
+		name_off = off + sizeof(nh);
+		desc_off = name_off + ((nh.n_namesz + 3u) & ~3u);
+		if (nh.n_namesz > len || nh.n_descsz > len || desc_off > len || nh.n_descsz > len - desc_off)
+			return;
+		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && !memcmp(buf + name_off, "GNU", 4) &&
+		    nh.n_descsz >= 2 && nh.n_descsz <= sizeof(m->build_id)) {
+			memcpy(m->build_id, buf + desc_off, nh.n_descsz);
+			m->build_id_len = nh.n_descsz;
+			return;
+		}
+		off = desc_off + ((nh.n_descsz + 3u) & ~3u);
+	}
+}
+
 static int parse_sections(struct elfsym_module *m, int fd, const Elf64_Ehdr *eh, uint64_t fsize)
 {
 	_cleanup_free_ Elf64_Shdr *sh = NULL;
@@ -459,6 +497,10 @@ static int parse_sections(struct elfsym_module *m, int fd, const Elf64_Ehdr *eh,
 	}
 
 	for (uint64_t i = 0; i < shnum; i++) {
+		if (sh[i].sh_type == SHT_NOTE && !m->build_id_len)
+			read_build_id(m, fd, &sh[i]);
+		if (sh[i].sh_type == SHT_SYMTAB)
+			m->has_symtab = true;
 		if (sh[i].sh_type != SHT_SYMTAB && sh[i].sh_type != SHT_DYNSYM)
 			continue;
 		if (++ntabs > MAX_SYMTABS)
@@ -542,9 +584,39 @@ static int open_checked(const char *path, uint64_t want_inode, int *ret_fd)
 	return 0;
 }
 
+static char debug_dir[256] = "/usr/lib/debug";
+
+void elfsym_set_debug_dir(const char *dir)
+{
+	copy_trunc(debug_dir, sizeof(debug_dir), dir && *dir ? dir : "/usr/lib/debug");
+}
+
+/* A stripped module's separate debug file, by build-id; absent is fine. */
+static void load_debug_file(struct elfsym_module *m)
+{
+	char path[sizeof(debug_dir) + 2 * sizeof(m->build_id) + 32];
+	char hex[2 * sizeof(m->build_id) + 1];
+	int n;
+
+	if (m->has_symtab || m->build_id_len == 0 || m->debug)
+		return;
+	for (size_t i = 0; i < m->build_id_len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", m->build_id[i]);
+	n = snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", debug_dir, hex, hex + 2);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return;
+	if (access(path, R_OK) < 0)
+		return;
+	if (elfsym_module_load_path(path, &m->debug) < 0)
+		m->debug = NULL;
+}
+
 static int module_load_fd(struct elfsym_module *m, int fd)
 {
 	int r = parse_elf(m, fd);
+
+	if (r == 0)
+		load_debug_file(m);
 
 	if (r < 0) {
 		/* Keep the module consistent (no symbols) after a failure. */
@@ -634,8 +706,22 @@ static const struct seg *exec_seg_of(const struct elfsym_module *m, uint64_t vad
 	return NULL;
 }
 
+static int lookup_syms_in(const struct elfsym_module *m, uint64_t vaddr, bool want_object,
+			  struct elfsym_result *res);
+
+/* The module's own symbols, then its debug file's (same link-time addresses). */
 static int lookup_syms(const struct elfsym_module *m, uint64_t vaddr, bool want_object,
 		       struct elfsym_result *res)
+{
+	int r = lookup_syms_in(m, vaddr, want_object, res);
+
+	if (r == -ENOENT && m->debug)
+		r = lookup_syms_in(m->debug, vaddr, want_object, res);
+	return r;
+}
+
+static int lookup_syms_in(const struct elfsym_module *m, uint64_t vaddr, bool want_object,
+			  struct elfsym_result *res)
 {
 	const struct sym *syms = want_object ? m->syms : m->syms + m->n_objs;
 	size_t n = want_object ? m->n_objs : m->n_funcs;

@@ -94,4 +94,11 @@ int elfsym_module_lookup(const struct elfsym_module *m, uint64_t vaddr, bool wan
 
 const char *elfsym_last_error(void);
 
+/*
+ * Where separate debug files are looked up by GNU build-id, for stripped
+ * modules (DIR/.build-id/ab/cdef....debug, as gdb and perf do).  Default
+ * /usr/lib/debug; NULL or "" restores it.  Not thread-safe: set it once.
+ */
+void elfsym_set_debug_dir(const char *dir);
+
 #endif

@@ -611,6 +611,57 @@ START_TEST(test_not_regular)
 }
 END_TEST
 
+/* A stripped copy names nothing of its own; its build-id debug file does. */
+START_TEST(test_debug_file_by_build_id)
+{
+	struct elfsym_maps *maps = load_maps(0);
+	struct elfsym_module *m = NULL;
+	struct elfsym_result res, mres;
+	char cmd[4 * PATH_MAX + 64], stripped[PATH_MAX + 16], debug[PATH_MAX + 16], id[256] = "";
+	FILE *p;
+
+	if (system("command -v objcopy >/dev/null && command -v readelf >/dev/null") != 0) {
+		printf("note: objcopy/readelf missing: debug-file lookup not tested\n");
+		elfsym_maps_free(maps);
+		return;
+	}
+	ck_assert_int_eq(elfsym_resolve(maps, (uintptr_t)&cache_lock, true, &res), 0);
+	snprintf(stripped, sizeof(stripped), "%s/stripped", tmpdir);
+	snprintf(debug, sizeof(debug), "%s/full.debug", tmpdir);
+	snprintf(cmd, sizeof(cmd), "objcopy --only-keep-debug /proc/%d/exe '%s' && objcopy --strip-all /proc/%d/exe '%s'",
+		 (int)getpid(), debug, (int)getpid(), stripped);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "readelf -n '%s' | sed -n 's/.*Build ID: *//p'", stripped);
+	p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	if (!fgets(id, sizeof(id), p))
+		id[0] = '\0';
+	pclose(p);
+	id[strcspn(id, "\n")] = '\0';
+	if (strlen(id) < 4) {
+		printf("note: the test binary has no build-id: debug-file lookup not tested\n");
+		elfsym_maps_free(maps);
+		return;
+	}
+
+	/* Without a debug directory holding it: no name for the static lock. */
+	elfsym_set_debug_dir(tmpdir);
+	ck_assert_msg(elfsym_module_load_path(stripped, &m) == 0, "%s", elfsym_last_error());
+	ck_assert_int_eq(elfsym_module_lookup(m, res.vaddr, true, &mres), -ENOENT);
+	elfsym_module_free(m);
+
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s/.build-id/%.2s' && mv '%s' '%s/.build-id/%.2s/%s.debug'",
+		 tmpdir, id, debug, tmpdir, id, id + 2);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_msg(elfsym_module_load_path(stripped, &m) == 0, "%s", elfsym_last_error());
+	ck_assert_msg(elfsym_module_lookup(m, res.vaddr, true, &mres) == 0, "%s", elfsym_last_error());
+	ck_assert_str_eq(mres.name, "cache_lock");
+	elfsym_module_free(m);
+	elfsym_set_debug_dir(NULL);
+	elfsym_maps_free(maps);
+}
+END_TEST
+
 static Suite *elfsym_suite(void)
 {
 	Suite *s = suite_create("elfsym");
@@ -632,10 +683,12 @@ static Suite *elfsym_suite(void)
 	tcase_add_loop_test(th, test_hostile_elf, 0, M_COUNT);
 	tcase_add_test(th, test_fuzz_headers);
 	tcase_add_test(th, test_not_regular);
+	tcase_add_test(th, test_debug_file_by_build_id);
 	tcase_set_timeout(th, 60);
 	suite_add_tcase(s, th);
 	return s;
 }
+
 
 int main(void)
 {
