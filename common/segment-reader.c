@@ -393,10 +393,10 @@ static void seg_snapshot_freep(struct seg_snapshot **snap)
 
 /* Copy entries [0, high) chunk by chunk, keeping the valid in-use ones. */
 static int seg_read_locks(int fd, const char *name, struct seg_snapshot *snap, uint32_t max_locks,
-			  char *err, size_t errlen)
+			  seg_lock_fn each, void *userdata, char *err, size_t errlen)
 {
 	uint32_t high = snap->header.lock_high_water;
-	struct seg_lock_snapshot *locks;
+	struct seg_lock_snapshot *locks = NULL;
 	int r;
 
 	/* The caller's cap on entries read: what one process can make it hold. */
@@ -407,11 +407,14 @@ static int seg_read_locks(int fd, const char *name, struct seg_snapshot *snap, u
 
 	if (high == 0)
 		return 0;
-	/* At most one copy of the table: bounded by the (checked) file size. */
-	locks = calloc(high, sizeof(*locks));
-	if (!locks)
-		return seg_error(err, errlen, -ENOMEM, name, "out of memory for %u lock entries", high);
-	snap->locks = locks;
+	/* At most one copy of the table: bounded by the (checked) file size.
+	 * A caller that takes entries one by one needs none. */
+	if (!each) {
+		locks = calloc(high, sizeof(*locks));
+		if (!locks)
+			return seg_error(err, errlen, -ENOMEM, name, "out of memory for %u lock entries", high);
+		snap->locks = locks;
+	}
 
 	_cleanup_free_ struct elide_seg_lock *chunk = calloc(SEG_READ_CHUNK, sizeof(*chunk));
 	if (!chunk)
@@ -433,6 +436,15 @@ static int seg_read_locks(int fd, const char *name, struct seg_snapshot *snap, u
 				continue;
 			if (seg_lock_invalid(first + i, e)) {
 				snap->nbad_locks++;
+				continue;
+			}
+			if (each) {
+				/* Validated, and a private copy: the process may rewrite
+				 * the file meanwhile without changing what we checked. */
+				r = each(first + i, e, userdata);
+				if (r < 0)
+					return seg_error(err, errlen, r, name, "lock entry %u: %m", first + i);
+				snap->nlocks++;
 				continue;
 			}
 			locks[snap->nlocks].index = first + i;
@@ -486,6 +498,12 @@ int seg_read(int dirfd, const char *name, unsigned flags, struct seg_snapshot **
 int seg_read_max(int dirfd, const char *name, unsigned flags, uint32_t max_locks, struct seg_snapshot **ret,
 		 char *err, size_t errlen)
 {
+	return seg_read_each(dirfd, name, flags, max_locks, NULL, NULL, ret, err, errlen);
+}
+
+int seg_read_each(int dirfd, const char *name, unsigned flags, uint32_t max_locks, seg_lock_fn each,
+		  void *userdata, struct seg_snapshot **ret, char *err, size_t errlen)
+{
 	_cleanup_(seg_snapshot_freep) struct seg_snapshot *snap = NULL;
 	_cleanup_close_ int fd = -1;
 	struct stat st, st2;
@@ -523,7 +541,7 @@ int seg_read_max(int dirfd, const char *name, unsigned flags, uint32_t max_locks
 		return seg_error(err, errlen, -EBADMSG, name, "changed size while being read");
 	if (r < 0)
 		return seg_error(err, errlen, r, name, "cannot read the control block: %m");
-	r = seg_read_locks(fd, name, snap, flags & SEG_READ_NO_LOCKS ? 0 : max_locks, err, errlen);
+	r = seg_read_locks(fd, name, snap, flags & SEG_READ_NO_LOCKS ? 0 : max_locks, each, userdata, err, errlen);
 	if (r < 0)
 		return r;
 

@@ -87,6 +87,18 @@ int seg_read(int dirfd, const char *name, unsigned flags, struct seg_snapshot **
 int seg_read_max(int dirfd, const char *name, unsigned flags, uint32_t max_locks, struct seg_snapshot **ret,
 		 char *err, size_t errlen);
 
+/*
+ * The same, handing each valid in-use entry to `each` (in index order, from a
+ * private, validated copy) instead of collecting them: one pass over the
+ * file, no table-sized buffer.  nlocks counts the entries handed over;
+ * locks stays NULL.  `each` returns 0 or a negative errno (which stops the
+ * read).  With SEG_READ_CHECK_PROCESS the process check comes after the
+ * entries: on -ESRCH or -EPERM the caller must drop what `each` saw.
+ */
+typedef int (*seg_lock_fn)(uint32_t index, const struct elide_seg_lock *lock, void *userdata);
+int seg_read_each(int dirfd, const char *name, unsigned flags, uint32_t max_locks, seg_lock_fn each,
+		  void *userdata, struct seg_snapshot **ret, char *err, size_t errlen);
+
 void seg_snapshot_free(struct seg_snapshot *snap);
 
 /*

@@ -38,6 +38,8 @@ struct lock_view {
 	enum policy_mode override;   /* from elidectl; UNSET = none */
 	enum policy_mode rule_mode;  /* from the config's lock rules; UNSET = none */
 	bool daemon_off;             /* the daemon's long-window adaptation turned it off */
+	uint32_t ctl_policy, ctl_source; /* the decision the segment holds now */
+	bool named;                  /* name set through elide.h: no need to look again */
 	uint32_t backoff_intervals;  /* daemon-side re-probe back-off (exponential) */
 	uint32_t backoff_left;       /* intervals until the next probe */
 	uint64_t addr, callsite;

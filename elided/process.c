@@ -175,11 +175,16 @@ static struct lock_view *find_view(struct tracked_process *p, uint32_t index)
  */
 static void update_view(struct lock_view *v, const struct elide_seg_lock *e, bool fresh, double per_sec)
 {
-	if (e->name[0] && strncmp(v->name, e->name, sizeof(v->name)))
-		snprintf(v->name, sizeof(v->name), "%s", e->name); /* named later via elide.h */
+	/* Named later via elide.h; the flag keeps the cold name off this path. */
+	if (unlikely(e->name[0] && !v->named)) {
+		snprintf(v->name, sizeof(v->name), "%s", e->name);
+		v->named = true;
+	}
 	v->state = e->state;
 	v->reason = e->reason;
 	v->policy = e->policy;
+	v->ctl_policy = e->ctl_policy;
+	v->ctl_source = e->ctl_source;
 	for (int s = 0; s < ELIDE_SEG_NSTATS; s++) {
 		uint64_t delta = e->stats[s] >= v->totals[s] ? e->stats[s] - v->totals[s] : 0;
 
@@ -203,11 +208,10 @@ static bool view_is_of(const struct lock_view *v, uint32_t index, const struct e
  * same locks as last time, updates in place; a recycled entry (new
  * address) starts over.
  */
-static int merge_locks(struct tracked_process *p, const struct seg_snapshot *snap, double dt)
+static int merge_locks(struct tracked_process *p, const struct seg_snapshot *snap, double per_sec)
 {
 	struct lock_view *views;
 	bool same = snap->nlocks == p->nlocks;
-	double per_sec = dt > 0 ? 1.0 / dt : 0;
 
 	for (uint32_t i = 0; same && i < snap->nlocks; i++)
 		same = view_is_of(&p->locks[i], snap->locks[i].index, &snap->locks[i].lock);
@@ -325,7 +329,7 @@ static uint32_t ctl_policy_of(enum policy_mode m)
 }
 
 /* Write what the policy says into the segment, where it differs. */
-static void push_decisions(struct elided *d, struct tracked_process *p, const struct seg_snapshot *snap)
+static void push_decisions(struct elided *d, struct tracked_process *p)
 {
 	struct elide_seg_control c = { 0 };
 	const struct policy_knobs *k = &p->decision.knobs;
@@ -347,14 +351,12 @@ static void push_decisions(struct elided *d, struct tracked_process *p, const st
 		c.abort_ratio_ppm = k->max_abort_ratio * 1e6 < 1 ? 1 : (uint32_t)(k->max_abort_ratio * 1e6);
 	c.mode_source = p->override != POLICY_MODE_UNSET ? ELIDE_SEG_SOURCE_OVERRIDE :
 			c.mode != ELIDE_SEG_MODE_NONE ? ELIDE_SEG_SOURCE_CONFIG : ELIDE_SEG_SOURCE_NONE;
-	for (uint32_t i = 0; i < snap->nlocks; i++) {
-		const struct seg_lock_snapshot *ls = &snap->locks[i];
-		/* merge_locks() built one view per entry, in the same order. */
-		struct lock_view *v = i < p->nlocks && p->locks[i].index == ls->index ? &p->locks[i] : NULL;
+	for (size_t i = 0; i < p->nlocks; i++) {
+		struct lock_view *v = &p->locks[i];
 		enum policy_mode lm = POLICY_MODE_UNSET;
 		uint32_t want, source = ELIDE_SEG_SOURCE_NONE;
 
-		if (!v || ls->lock.kind == ELIDE_SEG_KIND_OVERFLOW)
+		if (v->kind == ELIDE_SEG_KIND_OVERFLOW)
 			continue;
 		v->rule_mode = config_lock_mode(&p->decision, v->name, v->function);
 		if (mode == POLICY_MODE_ADAPTIVE && v->rule_mode == POLICY_MODE_UNSET &&
@@ -371,11 +373,14 @@ static void push_decisions(struct elided *d, struct tracked_process *p, const st
 			source = ELIDE_SEG_SOURCE_ADAPTATION;
 		}
 		want = ctl_policy_of(lm);
-		if (want == ls->lock.ctl_policy && source == ls->lock.ctl_source)
+		if (want == v->ctl_policy && source == v->ctl_source)
 			continue;
-		r = seg_write_lock_policy(d->runtime_dirfd, p->seg_name, ls->index, want, source, err, sizeof(err));
-		if (r == 0)
+		r = seg_write_lock_policy(d->runtime_dirfd, p->seg_name, v->index, want, source, err, sizeof(err));
+		if (r == 0) {
 			locks_written++;
+			v->ctl_policy = want;
+			v->ctl_source = source;
+		}
 		if (r < 0) {
 			snprintf(p->last_error, sizeof(p->last_error), "%s", err);
 			log_warning("pid %d: cannot write a lock decision: %s", (int)p->pid, err);
@@ -434,19 +439,43 @@ static void restore_decisions(struct tracked_process *p, const struct seg_snapsh
 {
 	if (snap->control.mode_source == ELIDE_SEG_SOURCE_OVERRIDE)
 		p->override = mode_of_seg(snap->control.mode);
-	for (uint32_t i = 0; i < snap->nlocks; i++) {
-		const struct elide_seg_lock *e = &snap->locks[i].lock;
-		struct lock_view *v = find_view(p, snap->locks[i].index);
+	for (size_t i = 0; i < p->nlocks; i++) {
+		struct lock_view *v = &p->locks[i];
 
-		if (!v)
-			continue;
-		if (e->ctl_source == ELIDE_SEG_SOURCE_OVERRIDE)
-			v->override = mode_of_ctl(e->ctl_policy);
-		else if (e->ctl_source == ELIDE_SEG_SOURCE_ADAPTATION && e->ctl_policy == ELIDE_POLICY_NEVER + 1) {
+		if (v->ctl_source == ELIDE_SEG_SOURCE_OVERRIDE)
+			v->override = mode_of_ctl(v->ctl_policy);
+		else if (v->ctl_source == ELIDE_SEG_SOURCE_ADAPTATION && v->ctl_policy == ELIDE_POLICY_NEVER + 1) {
 			v->daemon_off = true;
 			v->backoff_intervals = v->backoff_left = 1;
 		}
 	}
+}
+
+/* Steady state: the same locks as last interval, updated as they are read. */
+struct stream {
+	struct tracked_process *p;
+	size_t next;
+	double per_sec;
+	bool mismatch;
+};
+
+static int stream_entry(uint32_t index, const struct elide_seg_lock *e, void *userdata)
+{
+	struct stream *st = userdata;
+
+	if (st->next >= st->p->nlocks || !view_is_of(&st->p->locks[st->next], index, e)) {
+		st->mismatch = true;
+		return -EAGAIN;
+	}
+	update_view(&st->p->locks[st->next++], e, false, st->per_sec);
+	return 0;
+}
+
+static void log_read_problem(struct tracked_process *p, const char *err)
+{
+	if (strcmp(p->last_error, err))
+		log_warning("%s", err);
+	snprintf(p->last_error, sizeof(p->last_error), "%s", err);
 }
 
 /*
@@ -458,23 +487,46 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	struct seg_snapshot *snap = NULL;
 	char err[SEG_ERR_MAX];
 	uint64_t t = now_ns();
-	double dt;
-	int r;
-
-	p->maps_reloaded = false;
+	double dt = p->last_sample_ns ? (double)(t - p->last_sample_ns) / 1e9 : 0;
+	double per_sec = dt > 0 ? 1.0 / dt : 0;
 	/* Exits arrive from discovery (pidfd or BPF) at once, so /proc is
 	 * checked at adoption and then every few intervals (owner changes,
 	 * missed exits), not each time: two /proc files less per process. */
-	r = seg_read_max(d->runtime_dirfd, p->seg_name,
-			 p->refreshes++ % ELIDED_PROC_CHECK_EVERY == 0 ? SEG_READ_CHECK_PROCESS : 0,
-			 ELIDED_MAX_LOCKS_PER_PROCESS, &snap, err, sizeof(err));
-	if (r == -ESRCH || r == -ENOENT)
-		return -ESRCH;
-	if (r < 0) {
-		if (strcmp(p->last_error, err))
-			log_warning("%s", err);
-		snprintf(p->last_error, sizeof(p->last_error), "%s", err);
-		return r;
+	unsigned flags = p->refreshes++ % ELIDED_PROC_CHECK_EVERY == 0 ? SEG_READ_CHECK_PROCESS : 0;
+	bool streamed = false;
+	int r;
+
+	p->maps_reloaded = false;
+	/* One pass over the file into the views: at 100 processes of 1000
+	 * locks the interval is memory-bound, and a snapshot would copy it all
+	 * once more. */
+	if (p->nlocks && p->created_ns) {
+		struct stream st = { .p = p, .per_sec = per_sec };
+
+		r = seg_read_each(d->runtime_dirfd, p->seg_name, flags, ELIDED_MAX_LOCKS_PER_PROCESS, stream_entry, &st,
+				  &snap, err, sizeof(err));
+		if (r == 0 && st.next == p->nlocks && snap->header.created_ns == p->created_ns)
+			streamed = true;
+		else if (r < 0 && !st.mismatch) {
+			if (r == -ESRCH || r == -ENOENT)
+				return -ESRCH;
+			log_read_problem(p, err);
+			return r;
+		} else {
+			/* Locks came or went (or a new image): read it whole. */
+			seg_snapshot_free(snap);
+			snap = NULL;
+		}
+	}
+	if (!streamed) {
+		r = seg_read_max(d->runtime_dirfd, p->seg_name, flags, ELIDED_MAX_LOCKS_PER_PROCESS, &snap, err,
+				 sizeof(err));
+		if (r == -ESRCH || r == -ENOENT)
+			return -ESRCH;
+		if (r < 0) {
+			log_read_problem(p, err);
+			return r;
+		}
 	}
 	p->last_error[0] = '\0';
 	if (p->created_ns && snap->header.created_ns != p->created_ns) {
@@ -488,6 +540,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 		p->control_valid = false;
 		p->last_sample_ns = 0;
 		p->history_len = p->history_next = 0;
+		per_sec = 0;
 		read_identity(p);
 		decide(d, p);
 		log_info("pid %d exec'd %s, policy %s", (int)p->pid, p->exe[0] ? p->exe : p->comm,
@@ -509,15 +562,14 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	p->mode = snap->header.mode;
 	p->sample = snap->header.sample;
 	snprintf(p->status_reason, sizeof(p->status_reason), "%s", snap->header.status_reason);
-	dt = p->last_sample_ns ? (double)(t - p->last_sample_ns) / 1e9 : 0;
-	r = merge_locks(p, snap, dt);
+	r = streamed ? 0 : merge_locks(p, snap, per_sec);
 	if (r == 0) {
 		if (!p->last_sample_ns)
 			restore_decisions(p, snap);
 		p->last_sample_ns = t;
 		if (dt > 0)
 			record_history(p, t);
-		push_decisions(d, p, snap);
+		push_decisions(d, p);
 	}
 	seg_snapshot_free(snap);
 	return r;
