@@ -118,3 +118,7 @@ EXTRA_DIST += tests/integration/test-install.sh tests/integration/test-e2e-memca
 TESTS += tests/integration/test-elidectl-enable.sh
 EXTRA_DIST += tests/integration/test-elidectl-enable.sh
 EXTRA_DIST += tests/integration/testlib.sh
+
+# libelide's start-up decisions and the ELIDE variable.
+TESTS += tests/integration/test-libelide-env.sh
+EXTRA_DIST += tests/integration/test-libelide-env.sh
