@@ -31,6 +31,10 @@
  *        nlocks); only the caller's processes unless the caller is root.
  *       mode is the one elided applies: the runtime override, else the
  *       configuration's.  start_time is /proc/PID/stat field 22.
+ *   ListPrograms() -> a(suuddddd) programs
+ *       (exe, processes, locks, acquired_per_sec, commits_per_sec,
+ *        aborts_per_sec, abort_ratio, cycles_lost_per_sec): the caller's
+ *       processes grouped by executable, rates summed.
  *   GetLocks(u pid) -> a(ussssttttta{st}tdddsss) locks
  *       (index, kind, name, function, callsite, acquired, attempts, commits,
  *        fallbacks, contended, aborts {conflict, capacity, busy, explicit,
@@ -495,6 +499,60 @@ static int append_lock(sd_bus_message *reply, const struct lock_view *l)
 	return sd_bus_message_close_container(reply);
 }
 
+/*
+ * Per program: the caller's processes grouped by executable, their rates
+ * summed.  Quadratic in the number of programs, which is small.
+ */
+static int method_list_programs(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	struct elided *d = userdata;
+	uid_t uid;
+	int r;
+
+	r = caller_uid(m, &uid, error);
+	if (r < 0)
+		return r;
+	r = sd_bus_message_new_method_return(m, &reply);
+	if (r < 0)
+		return r;
+	r = sd_bus_message_open_container(reply, 'a', "(suuddddd)");
+	if (r < 0)
+		return r;
+
+	for (const struct tracked_process *p = d->processes; p; p = p->next) {
+		char exe[ELIDE_SEG_EXE_MAX];
+		struct rates t = {};
+		uint32_t nprocs = 0, nlocks = 0;
+		bool first = true;
+
+		if (!elided_bus_may_access(uid, p->uid))
+			continue;
+		/* Reported once, at its first accessible process. */
+		for (const struct tracked_process *q = d->processes; q != p; q = q->next)
+			if (elided_bus_may_access(uid, q->uid) && !strcmp(q->exe, p->exe))
+				first = false;
+		if (!first)
+			continue;
+		for (const struct tracked_process *q = p; q; q = q->next) {
+			if (!elided_bus_may_access(uid, q->uid) || strcmp(q->exe, p->exe))
+				continue;
+			process_rates(q, &t);
+			nprocs++;
+			nlocks += (uint32_t)q->nlocks;
+		}
+		r = sd_bus_message_append(reply, "(suuddddd)", bus_string(p->exe, exe, sizeof(exe)), nprocs, nlocks,
+					  t.acquired, t.commits, t.aborts, abort_ratio(t.aborts, t.attempts),
+					  t.cycles_lost);
+		if (r < 0)
+			return r;
+	}
+	r = sd_bus_message_close_container(reply);
+	if (r < 0)
+		return r;
+	return sd_bus_send(NULL, reply, NULL);
+}
+
 static int method_get_locks(sd_bus_message *m, void *userdata, sd_bus_error *error)
 {
 	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
@@ -711,6 +769,10 @@ static const sd_bus_vtable manager_vtable[] = {
 				 NULL, "",
 				 "a(uusssssddddtu)", SD_BUS_PARAM(processes),
 				 method_list_processes, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_NAMES("ListPrograms",
+				 NULL, "",
+				 "a(suuddddd)", SD_BUS_PARAM(programs),
+				 method_list_programs, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("GetLocks",
 				 "u", SD_BUS_PARAM(pid),
 				 "a(ussssttttta{st}tdddsss)", SD_BUS_PARAM(locks),

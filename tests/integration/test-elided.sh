@@ -73,6 +73,13 @@ for name in "${!pid_of[@]}"; do
 	if poll 15 listed "${pid_of[$name]}"; then ok "discovered $name (pid ${pid_of[$name]})"; else fail "$name not discovered"; fi
 done
 
+# ---- per program ------------------------------------------------------------------
+programs=$("${B[@]}" call $NAME $OBJ $IFACE ListPrograms)
+echo "$programs" | jq -e '.data[0][] | select((.[0] | endswith("/wl-plain")) and .[1] == 1 and .[2] > 0)' >/dev/null &&
+	ok "ListPrograms: wl-plain, 1 process, its locks counted" || fail "ListPrograms: $programs"
+n=$(echo "$programs" | jq '[.data[0][] | select(.[0] | test("/wl-"))] | length')
+[ "$n" -ge 5 ] && ok "ListPrograms: one row per program ($n)" || fail "ListPrograms rows: $n"
+
 # ---- policy by exe, comm, user; per-lock rule ---------------------------------
 poll 15 mode_is "${pid_of[wl-exe-on]}" on && ok "exe rule: wl-exe-on runs mode=on" || fail "exe rule not applied: $(seg_mode "${pid_of[wl-exe-on]}")"
 poll 15 mode_is "${pid_of[wl-comm-off]}" off && ok "comm rule: wl-comm-off runs mode=off" || fail "comm rule not applied: $(seg_mode "${pid_of[wl-comm-off]}")"
