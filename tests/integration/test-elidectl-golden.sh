@@ -24,7 +24,7 @@ mkdir "$tmp/run"
 user=$(id -un)
 ctl() { "$elidectl" --runtime-dir "$tmp/run" "$@"; }
 
-ctl list | sed -E "s/^ *$sp /PID /; s/ $user / USER /" | tr -s ' ' >"$tmp/list.txt"
+ctl list | sed -E "s/^ *$sp /PID /; s/ $user / USER /" | tr -s ' ' | sed -E "s/^ //" >"$tmp/list.txt"
 ctl list --json=pretty | jq '.[] |= (.pid = 0 | .uid = 0 | .user = "USER")' >"$tmp/list.json"
 ctl show "$sp" | sed -E "s/^( +PID): $sp\$/\1: PID/" >"$tmp/show.txt"
 ctl show "$sp" --json=short | jq '.pid = 0 | .uid = 0' >"$tmp/show.json"
