@@ -38,21 +38,21 @@ out=$("$elided" --no-bus --config "$tmp/bad.conf" --runtime-dir "$tmp/run" 2>&1)
 printf 'daemon: { interval = 0.2; };\n' > "$tmp/elide.conf"
 "$listen" "$tmp/notify" 30 > "$tmp/notify.log" &
 listener=$!
-poll 5 grep -q LISTENING "$tmp/notify.log" || { echo "FAIL: listener did not start" >&2; exit 1; }
+poll 10 grep -q LISTENING "$tmp/notify.log" || { echo "FAIL: listener did not start" >&2; exit 1; }
 NOTIFY_SOCKET="$tmp/notify" WATCHDOG_USEC=400000 JOURNAL_STREAM=8:12345 \
 	"$elided" --no-bus --config "$tmp/elide.conf" --runtime-dir "$tmp/run" 2>"$tmp/elided.err" &
 daemon=$!
 poll 10 grep -q "^READY=1" "$tmp/notify.log" && ok "READY=1" || fail "no READY=1"
 grep -q "^STATUS=.*processes with libelide" "$tmp/notify.log" && ok "STATUS= summary" || fail "no STATUS= line"
-poll 5 grep -q "^WATCHDOG=1" "$tmp/notify.log" && ok "WATCHDOG=1 with WATCHDOG_USEC set" || fail "no watchdog pings"
+poll 10 grep -q "^WATCHDOG=1" "$tmp/notify.log" && ok "WATCHDOG=1 with WATCHDOG_USEC set" || fail "no watchdog pings"
 kill -HUP "$daemon"
-poll 5 bash -c "grep -A3 '^RELOADING=1' '$tmp/notify.log' | grep -q '^READY=1'" && ok "SIGHUP: RELOADING=1 then READY=1" ||
+poll 10 bash -c "grep -A3 '^RELOADING=1' '$tmp/notify.log' | grep -q '^READY=1'" && ok "SIGHUP: RELOADING=1 then READY=1" ||
 	fail "reload notifications: $(tr '\n' ' ' < "$tmp/notify.log")"
 kill -TERM "$daemon"
 wait "$daemon"; rc=$?
 daemon=
 [ $rc -eq 0 ] && ok "SIGTERM: exit 0" || fail "SIGTERM: exit status $rc"
-poll 5 grep -q "^STOPPING=1" "$tmp/notify.log" && ok "STOPPING=1" || fail "no STOPPING=1"
+poll 10 grep -q "^STOPPING=1" "$tmp/notify.log" && ok "STOPPING=1" || fail "no STOPPING=1"
 grep -q "^<[0-7]>elided: " "$tmp/elided.err" && ok "journald priority prefixes on stderr" ||
 	fail "no <N> prefixes: $(head -2 "$tmp/elided.err")"
 grep -q "^<6>elided: .*reloaded" "$tmp/elided.err" && ok "reload logged at info priority" || fail "reload not logged"
