@@ -373,7 +373,8 @@ static const char *seg_lock_invalid(uint32_t index, const struct elide_seg_lock 
 		return "reason";
 	if (e->policy > ELIDE_POLICY_NEVER)
 		return "policy";
-	if (!has_nul(e->name, sizeof(e->name)))
+	/* Most locks have no name: an empty one is terminated by definition. */
+	if (e->name[0] && !has_nul(e->name, sizeof(e->name)))
 		return "name";
 	return NULL;
 }
@@ -416,7 +417,7 @@ static int seg_read_locks(int fd, const char *name, struct seg_snapshot *snap, u
 		snap->locks = locks;
 	}
 
-	_cleanup_free_ struct elide_seg_lock *chunk = calloc(SEG_READ_CHUNK, sizeof(*chunk));
+	_cleanup_free_ struct elide_seg_lock *chunk = malloc(SEG_READ_CHUNK * sizeof(*chunk)); /* pread fills it */
 	if (!chunk)
 		return seg_error(err, errlen, -ENOMEM, name, "out of memory");
 
@@ -498,11 +499,11 @@ int seg_read(int dirfd, const char *name, unsigned flags, struct seg_snapshot **
 int seg_read_max(int dirfd, const char *name, unsigned flags, uint32_t max_locks, struct seg_snapshot **ret,
 		 char *err, size_t errlen)
 {
-	return seg_read_each(dirfd, name, flags, max_locks, NULL, NULL, ret, err, errlen);
+	return seg_read_each(dirfd, name, flags, max_locks, 0, NULL, NULL, ret, err, errlen);
 }
 
-int seg_read_each(int dirfd, const char *name, unsigned flags, uint32_t max_locks, seg_lock_fn each,
-		  void *userdata, struct seg_snapshot **ret, char *err, size_t errlen)
+int seg_read_each(int dirfd, const char *name, unsigned flags, uint32_t max_locks, uint64_t created_ns,
+		  seg_lock_fn each, void *userdata, struct seg_snapshot **ret, char *err, size_t errlen)
 {
 	_cleanup_(seg_snapshot_freep) struct seg_snapshot *snap = NULL;
 	_cleanup_close_ int fd = -1;
@@ -536,6 +537,8 @@ int seg_read_each(int dirfd, const char *name, unsigned flags, uint32_t max_lock
 	r = seg_read_header(fd, name, &st, pid, start_time, &snap->header, err, errlen);
 	if (r < 0)
 		return r;
+	if (created_ns && snap->header.created_ns != created_ns)
+		return seg_error(err, errlen, -ESTALE, name, "a new image of the process (created_ns changed)");
 	r = pread_all(fd, &snap->control, sizeof(snap->control), snap->header.control_offset);
 	if (r == -ENODATA)
 		return seg_error(err, errlen, -EBADMSG, name, "changed size while being read");

@@ -94,10 +94,12 @@ int seg_read_max(int dirfd, const char *name, unsigned flags, uint32_t max_locks
  * locks stays NULL.  `each` returns 0 or a negative errno (which stops the
  * read).  With SEG_READ_CHECK_PROCESS the process check comes after the
  * entries: on -ESRCH or -EPERM the caller must drop what `each` saw.
+ * A non-zero created_ns must match the header's, else -ESTALE before any
+ * entry is handed over (the process exec'd: a new segment).
  */
 typedef int (*seg_lock_fn)(uint32_t index, const struct elide_seg_lock *lock, void *userdata);
-int seg_read_each(int dirfd, const char *name, unsigned flags, uint32_t max_locks, seg_lock_fn each,
-		  void *userdata, struct seg_snapshot **ret, char *err, size_t errlen);
+int seg_read_each(int dirfd, const char *name, unsigned flags, uint32_t max_locks, uint64_t created_ns,
+		  seg_lock_fn each, void *userdata, struct seg_snapshot **ret, char *err, size_t errlen);
 
 void seg_snapshot_free(struct seg_snapshot *snap);
 

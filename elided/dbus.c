@@ -457,7 +457,7 @@ static int method_list_processes(sd_bus_message *m, void *userdata, sd_bus_error
 
 static int append_lock(sd_bus_message *reply, const struct lock_view *l)
 {
-	char name[sizeof(l->name)], function[sizeof(l->function)], callsite[sizeof(l->callsite_text)];
+	char name[sizeof(l->nm->name)], function[sizeof(l->nm->function)], callsite[sizeof(l->nm->callsite_text)];
 	int r;
 
 	r = sd_bus_message_open_container(reply, 'r', "ussssttttta{st}tdddsss");
@@ -466,9 +466,9 @@ static int append_lock(sd_bus_message *reply, const struct lock_view *l)
 
 	r = sd_bus_message_append(reply, "ussssttttt",
 				  l->index, seg_kind_to_string(l->kind),
-				  bus_string(l->name, name, sizeof(name)),
-				  bus_string(l->function, function, sizeof(function)),
-				  bus_string(l->callsite_text, callsite, sizeof(callsite)),
+				  bus_string(l->nm->name, name, sizeof(name)),
+				  bus_string(l->nm->function, function, sizeof(function)),
+				  bus_string(l->nm->callsite_text, callsite, sizeof(callsite)),
 				  l->totals[ELIDE_SEG_STAT_ACQUIRED], l->totals[ELIDE_SEG_STAT_ATTEMPTS],
 				  l->totals[ELIDE_SEG_STAT_COMMITS], l->totals[ELIDE_SEG_STAT_FALLBACKS],
 				  l->totals[ELIDE_SEG_STAT_CONTENDED]);

@@ -26,11 +26,18 @@ struct elfsym_maps;
 #define ELIDED_PROC_CHECK_EVERY 10u
 #define ELIDED_LOCK_NAME_MAX 128
 
+/* How a lock is called; allocated with its view, never NULL. */
+struct lock_names {
+	char name[ELIDED_LOCK_NAME_MAX];     /* elide.h name, else symbol, else "0x..." */
+	char function[ELIDED_LOCK_NAME_MAX]; /* call site function, or "" */
+	char callsite_text[ELIDED_LOCK_NAME_MAX * 2]; /* "fn+0x12 (module)" */
+};
+
 /*
  * Per-lock figures of the last interval.  Laid out hot first: each interval
  * updates the state, totals, rates and window of every lock (100,000 of
- * them at the scale goal), so those share the first cache lines; the names
- * (written once) come last.
+ * them at the scale goal), so a view is only those; the names (written
+ * once) live apart.
  */
 struct lock_view {
 	uint32_t index;              /* entry index in the segment */
@@ -40,16 +47,14 @@ struct lock_view {
 	bool daemon_off;             /* the daemon's long-window adaptation turned it off */
 	uint32_t ctl_policy, ctl_source; /* the decision the segment holds now */
 	bool named;                  /* name set through elide.h: no need to look again */
+	bool rule_stale;             /* rule_mode needs computing (new lock, new name) */
 	uint32_t backoff_intervals;  /* daemon-side re-probe back-off (exponential) */
 	uint32_t backoff_left;       /* intervals until the next probe */
 	uint64_t addr, callsite;
 	uint64_t window_aborts, window_attempts; /* daemon-side cut-off window */
 	uint64_t totals[ELIDE_SEG_NSTATS];   /* cumulative, from the segment */
 	float rates[ELIDE_SEG_NSTATS];       /* per second over the last interval */
-	/* cold */
-	char name[ELIDED_LOCK_NAME_MAX];     /* elide.h name, else symbol, else "0x..." */
-	char function[ELIDED_LOCK_NAME_MAX]; /* call site function, or "" */
-	char callsite_text[ELIDED_LOCK_NAME_MAX * 2]; /* "fn+0x12 (module)" */
+	struct lock_names *nm;       /* written once: kept out of the views' stride */
 };
 
 struct history_point {
@@ -72,6 +77,7 @@ struct tracked_process {
 	uint32_t sample;
 	char status_reason[ELIDE_SEG_REASON_MAX];
 	struct policy_decision decision; /* from the config */
+	bool rules_dirty;            /* decision changed: every lock's rule_mode is stale */
 	enum policy_mode override;   /* from elidectl (SetProcessMode); UNSET = none */
 	struct lock_view *locks;
 	size_t nlocks;

@@ -100,6 +100,7 @@ static void decide(struct elided *d, struct tracked_process *p)
 	};
 
 	config_decide(d->config, &id, &p->decision);
+	p->rules_dirty = true;
 }
 
 static enum policy_mode effective_process_mode(const struct tracked_process *p)
@@ -114,15 +115,15 @@ static void name_lock(struct tracked_process *p, struct lock_view *v, const stru
 	struct elfsym_result res;
 	bool retried = false;
 
-	v->function[0] = '\0';
-	snprintf(v->callsite_text, sizeof(v->callsite_text), "0x%" PRIx64, e->callsite);
+	v->nm->function[0] = '\0';
+	snprintf(v->nm->callsite_text, sizeof(v->nm->callsite_text), "0x%" PRIx64, e->callsite);
 	if (e->name[0])
-		snprintf(v->name, sizeof(v->name), "%s", e->name);
+		snprintf(v->nm->name, sizeof(v->nm->name), "%s", e->name);
 	else
-		snprintf(v->name, sizeof(v->name), "0x%" PRIx64, e->addr);
+		snprintf(v->nm->name, sizeof(v->nm->name), "0x%" PRIx64, e->addr);
 	if (e->kind == ELIDE_SEG_KIND_OVERFLOW) {
-		snprintf(v->name, sizeof(v->name), "(overflow)");
-		v->callsite_text[0] = '\0';
+		snprintf(v->nm->name, sizeof(v->nm->name), "(overflow)");
+		v->nm->callsite_text[0] = '\0';
 		return;
 	}
 again:
@@ -130,13 +131,13 @@ again:
 		return;
 	if (!e->name[0] && elfsym_resolve(p->maps, e->addr, true, &res) == 0 && res.name[0]) {
 		if (res.offset)
-			snprintf(v->name, sizeof(v->name), "%.100s+0x%" PRIx64, res.name, res.offset);
+			snprintf(v->nm->name, sizeof(v->nm->name), "%.100s+0x%" PRIx64, res.name, res.offset);
 		else
-			snprintf(v->name, sizeof(v->name), "%s", res.name);
+			snprintf(v->nm->name, sizeof(v->nm->name), "%s", res.name);
 	}
 	if (elfsym_resolve(p->maps, e->callsite, false, &res) == 0 && res.name[0]) {
-		snprintf(v->function, sizeof(v->function), "%s", res.name);
-		elfsym_format(&res, e->callsite, v->callsite_text, sizeof(v->callsite_text));
+		snprintf(v->nm->function, sizeof(v->nm->function), "%s", res.name);
+		elfsym_format(&res, e->callsite, v->nm->callsite_text, sizeof(v->nm->callsite_text));
 	} else if (!retried && !p->maps_reloaded) {
 		/* A library loaded since we read the maps: read them again, once
 		 * per refresh (not once per lock). */
@@ -177,8 +178,9 @@ static void update_view(struct lock_view *v, const struct elide_seg_lock *e, boo
 {
 	/* Named later via elide.h; the flag keeps the cold name off this path. */
 	if (unlikely(e->name[0] && !v->named)) {
-		snprintf(v->name, sizeof(v->name), "%s", e->name);
+		snprintf(v->nm->name, sizeof(v->nm->name), "%s", e->name);
 		v->named = true;
+		v->rule_stale = true;
 	}
 	v->state = e->state;
 	v->reason = e->reason;
@@ -195,6 +197,13 @@ static void update_view(struct lock_view *v, const struct elide_seg_lock *e, boo
 			v->window_attempts += fresh ? e->stats[s] : delta;
 		v->totals[s] = e->stats[s];
 	}
+}
+
+static void free_views(struct lock_view *views, size_t n)
+{
+	for (size_t i = 0; views && i < n; i++)
+		free(views[i].nm);
+	free(views);
 }
 
 static bool view_is_of(const struct lock_view *v, uint32_t index, const struct elide_seg_lock *e)
@@ -232,40 +241,28 @@ static int merge_locks(struct tracked_process *p, const struct seg_snapshot *sna
 
 		if (!fresh) {
 			*v = *old;
+			old->nm = NULL; /* moved to the new view */
 		} else {
+			v->nm = calloc(1, sizeof(*v->nm));
+			if (!v->nm) {
+				free_views(views, i);
+				return -ENOMEM;
+			}
 			v->index = snap->locks[i].index;
 			v->addr = e->addr;
 			v->callsite = e->callsite;
 			v->kind = e->kind;
+			v->rule_stale = true;
 			name_lock(p, v, e);
 		}
 		update_view(v, e, fresh, per_sec);
 	}
-	free(p->locks);
+	free_views(p->locks, p->nlocks);
 	p->locks = views;
 	p->nlocks = snap->nlocks;
 	return 0;
 }
 
-static void record_history(struct tracked_process *p, uint64_t t)
-{
-	struct history_point *h = &p->history[p->history_next];
-
-	memset(h, 0, sizeof(*h));
-	h->time_ns = t;
-	for (size_t i = 0; i < p->nlocks; i++) {
-		const struct lock_view *v = &p->locks[i];
-
-		h->acquired_per_sec += v->rates[ELIDE_SEG_STAT_ACQUIRED];
-		h->commits_per_sec += v->rates[ELIDE_SEG_STAT_COMMITS];
-		h->cycles_lost_per_sec += v->rates[ELIDE_SEG_STAT_CYCLES_LOST];
-		for (int s = ELIDE_SEG_STAT_ABORT_CONFLICT; s < ELIDE_SEG_NSTATS; s++)
-			h->aborts_per_sec += v->rates[s];
-	}
-	p->history_next = (p->history_next + 1) % ELIDED_HISTORY;
-	if (p->history_len < ELIDED_HISTORY)
-		p->history_len++;
-}
 
 /*
  * The daemon's long-window cut-off (libelide's own works over one
@@ -329,14 +326,88 @@ static uint32_t ctl_policy_of(enum policy_mode m)
 }
 
 /* Write what the policy says into the segment, where it differs. */
-static void push_decisions(struct elided *d, struct tracked_process *p)
+/* One interval's walk over a process's locks: history sums and decisions. */
+struct pass {
+	struct elided *d;
+	struct tracked_process *p;
+	enum policy_mode mode;
+	struct history_point sum;
+	unsigned locks_written;
+};
+
+static void pass_begin(struct pass *ps, struct elided *d, struct tracked_process *p)
 {
+	memset(ps, 0, sizeof(*ps));
+	ps->d = d;
+	ps->p = p;
+	ps->mode = effective_process_mode(p);
+}
+
+/* One lock, while its view is in cache anyway. */
+static void pass_lock(struct pass *ps, struct lock_view *v)
+{
+	struct tracked_process *p = ps->p;
+	enum policy_mode lm = POLICY_MODE_UNSET;
+	uint32_t want, source = ELIDE_SEG_SOURCE_NONE;
+	char err[SEG_ERR_MAX];
+	int r;
+
+	ps->sum.acquired_per_sec += v->rates[ELIDE_SEG_STAT_ACQUIRED];
+	ps->sum.commits_per_sec += v->rates[ELIDE_SEG_STAT_COMMITS];
+	ps->sum.cycles_lost_per_sec += v->rates[ELIDE_SEG_STAT_CYCLES_LOST];
+	for (int st = ELIDE_SEG_STAT_ABORT_CONFLICT; st < ELIDE_SEG_NSTATS; st++)
+		ps->sum.aborts_per_sec += v->rates[st];
+	if (v->kind == ELIDE_SEG_KIND_OVERFLOW)
+		return;
+	/* Names are cold: match rules only when the lock or the policy is new. */
+	if (p->rules_dirty || v->rule_stale) {
+		v->rule_mode = config_lock_mode(&p->decision, v->nm->name, v->nm->function);
+		v->rule_stale = false;
+	}
+	if (ps->mode == POLICY_MODE_ADAPTIVE && v->rule_mode == POLICY_MODE_UNSET && v->override == POLICY_MODE_UNSET)
+		long_window_adapt(p, v);
+	if (v->override != POLICY_MODE_UNSET) {
+		lm = v->override;
+		source = ELIDE_SEG_SOURCE_OVERRIDE;
+	} else if (v->rule_mode != POLICY_MODE_UNSET) {
+		lm = v->rule_mode;
+		source = ELIDE_SEG_SOURCE_CONFIG;
+	} else if (v->daemon_off) {
+		lm = POLICY_MODE_OFF;
+		source = ELIDE_SEG_SOURCE_ADAPTATION;
+	}
+	want = ctl_policy_of(lm);
+	if (want == v->ctl_policy && source == v->ctl_source)
+		return;
+	r = seg_write_lock_policy(ps->d->runtime_dirfd, p->seg_name, v->index, want, source, err, sizeof(err));
+	if (r < 0) {
+		snprintf(p->last_error, sizeof(p->last_error), "%s", err);
+		log_warning("pid %d: cannot write a lock decision: %s", (int)p->pid, err);
+		return;
+	}
+	ps->locks_written++;
+	v->ctl_policy = want;
+	v->ctl_source = source;
+}
+
+/* After the walk: the history point and the process's control block. */
+static void pass_end(struct pass *ps, uint64_t t, bool history)
+{
+	struct tracked_process *p = ps->p;
 	struct elide_seg_control c = { 0 };
 	const struct policy_knobs *k = &p->decision.knobs;
-	enum policy_mode mode = effective_process_mode(p);
+	enum policy_mode mode = ps->mode;
 	char err[SEG_ERR_MAX];
-	unsigned locks_written = 0;
 	int r;
+
+	p->rules_dirty = false;
+	if (history) {
+		ps->sum.time_ns = t;
+		p->history[p->history_next] = ps->sum;
+		p->history_next = (p->history_next + 1) % ELIDED_HISTORY;
+		if (p->history_len < ELIDED_HISTORY)
+			p->history_len++;
+	}
 
 	/* A mode the program already runs with needs no push: NONE keeps it. */
 	c.mode = mode == POLICY_MODE_ADAPTIVE && p->override == POLICY_MODE_UNSET && !p->decision.rule ?
@@ -351,46 +422,11 @@ static void push_decisions(struct elided *d, struct tracked_process *p)
 		c.abort_ratio_ppm = k->max_abort_ratio * 1e6 < 1 ? 1 : (uint32_t)(k->max_abort_ratio * 1e6);
 	c.mode_source = p->override != POLICY_MODE_UNSET ? ELIDE_SEG_SOURCE_OVERRIDE :
 			c.mode != ELIDE_SEG_MODE_NONE ? ELIDE_SEG_SOURCE_CONFIG : ELIDE_SEG_SOURCE_NONE;
-	for (size_t i = 0; i < p->nlocks; i++) {
-		struct lock_view *v = &p->locks[i];
-		enum policy_mode lm = POLICY_MODE_UNSET;
-		uint32_t want, source = ELIDE_SEG_SOURCE_NONE;
-
-		if (v->kind == ELIDE_SEG_KIND_OVERFLOW)
-			continue;
-		v->rule_mode = config_lock_mode(&p->decision, v->name, v->function);
-		if (mode == POLICY_MODE_ADAPTIVE && v->rule_mode == POLICY_MODE_UNSET &&
-		    v->override == POLICY_MODE_UNSET)
-			long_window_adapt(p, v);
-		if (v->override != POLICY_MODE_UNSET) {
-			lm = v->override;
-			source = ELIDE_SEG_SOURCE_OVERRIDE;
-		} else if (v->rule_mode != POLICY_MODE_UNSET) {
-			lm = v->rule_mode;
-			source = ELIDE_SEG_SOURCE_CONFIG;
-		} else if (v->daemon_off) {
-			lm = POLICY_MODE_OFF;
-			source = ELIDE_SEG_SOURCE_ADAPTATION;
-		}
-		want = ctl_policy_of(lm);
-		if (want == v->ctl_policy && source == v->ctl_source)
-			continue;
-		r = seg_write_lock_policy(d->runtime_dirfd, p->seg_name, v->index, want, source, err, sizeof(err));
-		if (r == 0) {
-			locks_written++;
-			v->ctl_policy = want;
-			v->ctl_source = source;
-		}
-		if (r < 0) {
-			snprintf(p->last_error, sizeof(p->last_error), "%s", err);
-			log_warning("pid %d: cannot write a lock decision: %s", (int)p->pid, err);
-		}
-	}
 	/* libelide looks at lock decisions when the generation moves: a
 	 * changed lock decision rewrites the control block too. */
-	if (locks_written || !p->control_valid ||
+	if (ps->locks_written || !p->control_valid ||
 	    memcmp(&c.mode, &p->control_written.mode, sizeof(c) - offsetof(struct elide_seg_control, mode))) {
-		r = seg_write_control(d->runtime_dirfd, p->seg_name, &c, err, sizeof(err));
+		r = seg_write_control(ps->d->runtime_dirfd, p->seg_name, &c, err, sizeof(err));
 		if (r < 0) {
 			snprintf(p->last_error, sizeof(p->last_error), "%s", err);
 			log_warning("pid %d: cannot write decisions: %s", (int)p->pid, err);
@@ -454,6 +490,7 @@ static void restore_decisions(struct tracked_process *p, const struct seg_snapsh
 /* Steady state: the same locks as last interval, updated as they are read. */
 struct stream {
 	struct tracked_process *p;
+	struct pass *pass;
 	size_t next;
 	double per_sec;
 	bool mismatch;
@@ -467,7 +504,8 @@ static int stream_entry(uint32_t index, const struct elide_seg_lock *e, void *us
 		st->mismatch = true;
 		return -EAGAIN;
 	}
-	update_view(&st->p->locks[st->next++], e, false, st->per_sec);
+	update_view(&st->p->locks[st->next], e, false, st->per_sec);
+	pass_lock(st->pass, &st->p->locks[st->next++]);
 	return 0;
 }
 
@@ -494,20 +532,23 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	 * missed exits), not each time: two /proc files less per process. */
 	unsigned flags = p->refreshes++ % ELIDED_PROC_CHECK_EVERY == 0 ? SEG_READ_CHECK_PROCESS : 0;
 	bool streamed = false;
+	struct pass ps;
 	int r;
 
 	p->maps_reloaded = false;
 	/* One pass over the file into the views: at 100 processes of 1000
 	 * locks the interval is memory-bound, and a snapshot would copy it all
 	 * once more. */
-	if (p->nlocks && p->created_ns) {
-		struct stream st = { .p = p, .per_sec = per_sec };
+	pass_begin(&ps, d, p);
+	/* Checked intervals read whole: decisions only after the checks pass. */
+	if (p->nlocks && p->created_ns && !(flags & SEG_READ_CHECK_PROCESS)) {
+		struct stream st = { .p = p, .pass = &ps, .per_sec = per_sec };
 
-		r = seg_read_each(d->runtime_dirfd, p->seg_name, flags, ELIDED_MAX_LOCKS_PER_PROCESS, stream_entry, &st,
-				  &snap, err, sizeof(err));
-		if (r == 0 && st.next == p->nlocks && snap->header.created_ns == p->created_ns)
+		r = seg_read_each(d->runtime_dirfd, p->seg_name, flags, ELIDED_MAX_LOCKS_PER_PROCESS, p->created_ns,
+				  stream_entry, &st, &snap, err, sizeof(err));
+		if (r == 0 && st.next == p->nlocks)
 			streamed = true;
-		else if (r < 0 && !st.mismatch) {
+		else if (r < 0 && !st.mismatch && r != -ESTALE) {
 			if (r == -ESRCH || r == -ENOENT)
 				return -ESRCH;
 			log_read_problem(p, err);
@@ -516,6 +557,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 			/* Locks came or went (or a new image): read it whole. */
 			seg_snapshot_free(snap);
 			snap = NULL;
+			pass_begin(&ps, d, p);
 		}
 	}
 	if (!streamed) {
@@ -531,7 +573,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	p->last_error[0] = '\0';
 	if (p->created_ns && snap->header.created_ns != p->created_ns) {
 		/* exec: same pid and start time, a new program with a new segment. */
-		free(p->locks);
+		free_views(p->locks, p->nlocks);
 		p->locks = NULL;
 		p->nlocks = 0;
 		elfsym_maps_free(p->maps);
@@ -564,12 +606,15 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	snprintf(p->status_reason, sizeof(p->status_reason), "%s", snap->header.status_reason);
 	r = streamed ? 0 : merge_locks(p, snap, per_sec);
 	if (r == 0) {
-		if (!p->last_sample_ns)
-			restore_decisions(p, snap);
+		if (!streamed) {
+			if (!p->last_sample_ns)
+				restore_decisions(p, snap);
+			pass_begin(&ps, d, p);
+			for (size_t i = 0; i < p->nlocks; i++)
+				pass_lock(&ps, &p->locks[i]);
+		}
 		p->last_sample_ns = t;
-		if (dt > 0)
-			record_history(p, t);
-		push_decisions(d, p);
+		pass_end(&ps, t, dt > 0);
 	}
 	seg_snapshot_free(snap);
 	return r;
@@ -580,7 +625,7 @@ static void process_free(struct tracked_process *p)
 	if (!p)
 		return;
 	elfsym_maps_free(p->maps);
-	free(p->locks);
+	free_views(p->locks, p->nlocks);
 	free(p);
 }
 
@@ -789,7 +834,7 @@ static bool lock_matches(const struct lock_view *v, const char *lock)
 {
 	char buf[32];
 
-	if (!strcmp(v->name, lock))
+	if (!strcmp(v->nm->name, lock))
 		return true;
 	snprintf(buf, sizeof(buf), "#%u", v->index);
 	if (!strcmp(buf, lock))

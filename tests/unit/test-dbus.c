@@ -72,7 +72,7 @@ static int stub_lock(struct tracked_process *p, const char *lock, struct lock_vi
 		return -EIO;
 	}
 	for (size_t i = 0; i < p->nlocks; i++)
-		if (!strcmp(p->locks[i].name, lock)) {
+		if (!strcmp(p->locks[i].nm->name, lock)) {
 			*ret = &p->locks[i];
 			return 0;
 		}
@@ -173,6 +173,7 @@ int policy_mode_from_string(const char *s, enum policy_mode *ret)
 static struct elided d;
 static struct tracked_process proc_a, proc_b;
 static struct lock_view locks_a[2], locks_b[1];
+static struct lock_names names_a[2], names_b[1];
 static struct elide_config config;
 static char config_file0[] = "/etc/elide.conf", config_file1[] = "/etc/elide.conf.d/10-test.conf";
 static char runtime_dir[] = "/run/elide-test";
@@ -192,6 +193,8 @@ static void fill_state(void)
 	memset(&proc_b, 0, sizeof(proc_b));
 	memset(locks_a, 0, sizeof(locks_a));
 	memset(locks_b, 0, sizeof(locks_b));
+	memset(names_a, 0, sizeof(names_a));
+	memset(names_b, 0, sizeof(names_b));
 	memset(&config, 0, sizeof(config));
 
 	config.interval = 1.0;
@@ -199,14 +202,17 @@ static void fill_state(void)
 	config.files[1] = config_file1;
 	config.nfiles = 2;
 
+	locks_a[0].nm = &names_a[0];
+	locks_a[1].nm = &names_a[1];
+	locks_b[0].nm = &names_b[0];
 	l = &locks_a[0];
 	l->index = 2;
 	l->kind = ELIDE_SEG_KIND_MUTEX;
 	l->state = ELIDE_SEG_STATE_ELIDING;
 	l->reason = ELIDE_SEG_REASON_CONTENDED;
-	snprintf(l->name, sizeof(l->name), "stats_lock");
-	snprintf(l->function, sizeof(l->function), "do_stats");
-	snprintf(l->callsite_text, sizeof(l->callsite_text), "do_stats+0x12 (memcached)");
+	snprintf(l->nm->name, sizeof(l->nm->name), "stats_lock");
+	snprintf(l->nm->function, sizeof(l->nm->function), "do_stats");
+	snprintf(l->nm->callsite_text, sizeof(l->nm->callsite_text), "do_stats+0x12 (memcached)");
 	l->totals[ELIDE_SEG_STAT_ACQUIRED] = 1000;
 	l->totals[ELIDE_SEG_STAT_ATTEMPTS] = 900;
 	l->totals[ELIDE_SEG_STAT_COMMITS] = 800;
@@ -232,7 +238,7 @@ static void fill_state(void)
 	l->kind = ELIDE_SEG_KIND_RWLOCK_READ;
 	l->state = ELIDE_SEG_STATE_OFF_ADAPT;
 	l->reason = ELIDE_SEG_REASON_ABORTS;
-	snprintf(l->name, sizeof(l->name), "cache_lock");
+	snprintf(l->nm->name, sizeof(l->nm->name), "cache_lock");
 	l->override = POLICY_MODE_OFF;
 	l->rates[ELIDE_SEG_STAT_ACQUIRED] = 50;
 	l->rates[ELIDE_SEG_STAT_ATTEMPTS] = 10;
@@ -270,8 +276,8 @@ static void fill_state(void)
 	l->state = ELIDE_SEG_STATE_PLAIN;
 	l->reason = ELIDE_SEG_REASON_PROCESS_OFF;
 	/* Hostile bytes from a segment: U+FFFF and a stray 0xff. */
-	snprintf(l->name, sizeof(l->name), "odd\xef\xbf\xbfname");
-	snprintf(l->function, sizeof(l->function), "f\xff");
+	snprintf(l->nm->name, sizeof(l->nm->name), "odd\xef\xbf\xbfname");
+	snprintf(l->nm->function, sizeof(l->nm->function), "f\xff");
 	l->rates[ELIDE_SEG_STAT_ACQUIRED] = 10;
 
 	proc_b.pid = PID_B;
