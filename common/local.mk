@@ -8,7 +8,8 @@ common_libelide_common_la_SOURCES = \
 	common/log.c common/log.h \
 	common/hw.c common/hw.h \
 	common/elfsym.c common/elfsym.h \
-	common/segment-format.h
+	common/segment-format.h \
+	common/segment-names.c common/segment-names.h
 # hw.c executes RTM instructions only after CPUID says they exist.
 common_libelide_common_la_CFLAGS = $(AM_CFLAGS) -mrtm -fvisibility=hidden
 

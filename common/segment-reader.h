@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include "segment-format.h"
+#include "segment-names.h"
 
 #define SEG_ERR_MAX 256
 /* The largest segment a reader accepts (the format's maximum). */
@@ -113,13 +114,5 @@ int seg_write_control(int dirfd, const char *name, const struct elide_seg_contro
 		      char *err, size_t errlen);
 int seg_write_lock_policy(int dirfd, const char *name, uint32_t index, uint32_t ctl_policy,
 			  uint32_t ctl_source, char *err, size_t errlen);
-
-/* Names for the enums, "?" for out-of-range values. */
-const char *seg_kind_to_string(uint32_t kind);
-const char *seg_state_to_string(uint32_t state);
-const char *seg_reason_to_string(uint32_t reason);
-const char *seg_mode_to_string(uint32_t mode);
-/* "config", "override", "adaptation", or "" for none. */
-const char *seg_source_to_string(uint32_t source);
 
 #endif

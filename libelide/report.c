@@ -10,34 +10,7 @@
 
 #include "elfsym.h"
 #include "elide-internal.h"
-
-static const char *const reason_names[ELIDE_SEG_NREASONS] = {
-	[ELIDE_SEG_REASON_UNCONTENDED] = "not contended",
-	[ELIDE_SEG_REASON_CONTENDED] = "contended",
-	[ELIDE_SEG_REASON_MODE_ON] = "mode=on",
-	[ELIDE_SEG_REASON_POLICY_ALWAYS] = "policy always",
-	[ELIDE_SEG_REASON_POLICY_NEVER] = "policy never",
-	[ELIDE_SEG_REASON_TYPE_NORMAL] = "PTHREAD_MUTEX_NORMAL",
-	[ELIDE_SEG_REASON_ABORTS] = "aborts",
-	[ELIDE_SEG_REASON_DAEMON] = "elided",
-	[ELIDE_SEG_REASON_PROCESS_OFF] = "process off",
-	[ELIDE_SEG_REASON_TYPE_UNELIDABLE] = "lock type",
-};
-
-static const char *const state_names[] = {
-	[ELIDE_SEG_STATE_PLAIN] = "plain",
-	[ELIDE_SEG_STATE_ELIDING] = "eliding",
-	[ELIDE_SEG_STATE_OFF_POLICY] = "off",
-	[ELIDE_SEG_STATE_OFF_ADAPT] = "backoff",
-};
-
-static const char *const kind_names[] = {
-	[ELIDE_SEG_KIND_FREE] = "free",
-	[ELIDE_SEG_KIND_MUTEX] = "mutex",
-	[ELIDE_SEG_KIND_RWLOCK_READ] = "rw-rd",
-	[ELIDE_SEG_KIND_RWLOCK_WRITE] = "rw-wr",
-	[ELIDE_SEG_KIND_OVERFLOW] = "-",
-};
+#include "segment-names.h"
 
 static void out(int fd, const char *fmt, ...) _printf_(2, 3);
 static void out(int fd, const char *fmt, ...)
@@ -104,7 +77,7 @@ static void report_lock(int fd, struct elfsym_maps *maps, const struct elide_seg
 	if (commits > acquired)
 		acquired = commits;
 	out(fd, "libelide: %-24.24s %-6s %11llu %6.1f%% %6.1f%%", name,
-	    kind < ARRAY_SIZE(kind_names) ? kind_names[kind] : "?",
+	    kind == ELIDE_SEG_KIND_OVERFLOW ? "-" : seg_kind_to_string(kind),
 	    (unsigned long long)acquired, pct(commits, acquired), pct(commits, attempts));
 	for (int c = 0; c < ELIDE_ABORT_NCAUSES; c++)
 		out(fd, " %9llu", (unsigned long long)stat_of(e, STAT_ABORT_FIRST + c));
@@ -112,8 +85,7 @@ static void report_lock(int fd, struct elfsym_maps *maps, const struct elide_seg
 	    (unsigned long long)stat_of(e, STAT_FALLBACKS),
 	    (unsigned long long)stat_of(e, STAT_CONTENDED),
 	    (unsigned long long)stat_of(e, STAT_CYCLES_LOST),
-	    state < ARRAY_SIZE(state_names) ? state_names[state] : "?",
-	    reason < ELIDE_SEG_NREASONS ? reason_names[reason] : "?", site);
+	    seg_state_to_string(state), seg_reason_to_string(reason), site);
 }
 
 static bool entry_in_use(const struct elide_seg_lock *e, uint32_t idx)

@@ -26,7 +26,7 @@ tests_unit_test_elfsym_SOURCES = tests/unit/test-elfsym.c common/elfsym.c
 tests_unit_test_elfsym_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_elfsym_LDADD = $(UNIT_LDADD)
 
-tests_unit_test_segment_reader_SOURCES = tests/unit/test-segment-reader.c common/segment-reader.c
+tests_unit_test_segment_reader_SOURCES = tests/unit/test-segment-reader.c common/segment-reader.c common/segment-names.c
 tests_unit_test_segment_reader_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_segment_reader_LDADD = $(UNIT_LDADD)
 
@@ -34,7 +34,7 @@ tests_unit_test_config_SOURCES = tests/unit/test-config.c elided/config.c
 tests_unit_test_config_CFLAGS = $(UNIT_CFLAGS) $(LIBCONFIG_CFLAGS) -I$(top_srcdir)/elided
 tests_unit_test_config_LDADD = $(UNIT_LDADD) $(LIBCONFIG_LIBS)
 
-tests_unit_test_discovery_SOURCES = tests/unit/test-discovery.c elided/discovery.c common/segment-reader.c common/log.c
+tests_unit_test_discovery_SOURCES = tests/unit/test-discovery.c elided/discovery.c common/segment-reader.c common/segment-names.c common/log.c
 tests_unit_test_discovery_CFLAGS = $(UNIT_CFLAGS) $(SYSTEMD_CFLAGS) $(LIBBPF_CFLAGS) -I$(top_srcdir)/elided \
 	-I$(srcdir)/elided/bpf -I$(builddir)/elided/bpf
 tests_unit_test_discovery_LDADD = $(UNIT_LDADD) $(SYSTEMD_LIBS) $(LIBBPF_LIBS)

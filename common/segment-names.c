@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * One vocabulary for the segment's enums, shared by libelide's exit report,
+ * elided and elidectl so they all read alike.
+ */
+#include "macros.h"
+#include "segment-names.h"
+
+const char *seg_source_to_string(uint32_t source)
+{
+	static const char *const names[] = {
+		[ELIDE_SEG_SOURCE_NONE] = "",
+		[ELIDE_SEG_SOURCE_CONFIG] = "config",
+		[ELIDE_SEG_SOURCE_OVERRIDE] = "override",
+		[ELIDE_SEG_SOURCE_ADAPTATION] = "adaptation",
+	};
+
+	return source < ARRAY_SIZE(names) ? names[source] : "?";
+}
+
+const char *seg_kind_to_string(uint32_t kind)
+{
+	static const char *const names[] = {
+		[ELIDE_SEG_KIND_FREE] = "free",
+		[ELIDE_SEG_KIND_MUTEX] = "mutex",
+		[ELIDE_SEG_KIND_RWLOCK_READ] = "rw-rd",
+		[ELIDE_SEG_KIND_RWLOCK_WRITE] = "rw-wr",
+		[ELIDE_SEG_KIND_OVERFLOW] = "overflow",
+	};
+
+	return kind < ARRAY_SIZE(names) ? names[kind] : "?";
+}
+
+const char *seg_state_to_string(uint32_t state)
+{
+	static const char *const names[] = {
+		[ELIDE_SEG_STATE_PLAIN] = "plain",
+		[ELIDE_SEG_STATE_ELIDING] = "eliding",
+		[ELIDE_SEG_STATE_OFF_POLICY] = "off",
+		[ELIDE_SEG_STATE_OFF_ADAPT] = "backoff",
+	};
+
+	return state < ARRAY_SIZE(names) ? names[state] : "?";
+}
+
+const char *seg_reason_to_string(uint32_t reason)
+{
+	static const char *const names[ELIDE_SEG_NREASONS] = {
+		[ELIDE_SEG_REASON_UNCONTENDED] = "not contended",
+		[ELIDE_SEG_REASON_CONTENDED] = "contended",
+		[ELIDE_SEG_REASON_MODE_ON] = "mode=on",
+		[ELIDE_SEG_REASON_POLICY_ALWAYS] = "policy always",
+		[ELIDE_SEG_REASON_POLICY_NEVER] = "policy never",
+		[ELIDE_SEG_REASON_TYPE_NORMAL] = "PTHREAD_MUTEX_NORMAL",
+		[ELIDE_SEG_REASON_ABORTS] = "aborts",
+		[ELIDE_SEG_REASON_DAEMON] = "elided",
+		[ELIDE_SEG_REASON_PROCESS_OFF] = "process off",
+		[ELIDE_SEG_REASON_TYPE_UNELIDABLE] = "lock type",
+	};
+
+	return reason < ARRAY_SIZE(names) && names[reason] ? names[reason] : "?";
+}
+
+const char *seg_mode_to_string(uint32_t mode)
+{
+	static const char *const names[] = {
+		[ELIDE_SEG_MODE_NONE] = "none",
+		[ELIDE_SEG_MODE_ADAPTIVE] = "adaptive",
+		[ELIDE_SEG_MODE_ON] = "on",
+		[ELIDE_SEG_MODE_OFF] = "off",
+	};
+
+	return mode < ARRAY_SIZE(names) ? names[mode] : "?";
+}
