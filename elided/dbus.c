@@ -408,6 +408,28 @@ static int method_get_status(sd_bus_message *m, void *userdata, sd_bus_error *er
 					  t.commits, t.aborts, t.cycles_lost);
 }
 
+/* A method reply that is one array of CONTENTS: open it... */
+static int array_reply_begin(sd_bus_message *m, const char *contents, sd_bus_message **ret)
+{
+	int r;
+
+	r = sd_bus_message_new_method_return(m, ret);
+	if (r < 0)
+		return r;
+	return sd_bus_message_open_container(*ret, 'a', contents);
+}
+
+/* ...and close and send it. */
+static int array_reply_send(sd_bus_message *reply)
+{
+	int r;
+
+	r = sd_bus_message_close_container(reply);
+	if (r < 0)
+		return r;
+	return sd_bus_send(NULL, reply, NULL);
+}
+
 static int method_list_processes(sd_bus_message *m, void *userdata, sd_bus_error *error)
 {
 	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
@@ -419,10 +441,7 @@ static int method_list_processes(sd_bus_message *m, void *userdata, sd_bus_error
 	if (r < 0)
 		return r;
 
-	r = sd_bus_message_new_method_return(m, &reply);
-	if (r < 0)
-		return r;
-	r = sd_bus_message_open_container(reply, 'a', "(uusssssddddtu)");
+	r = array_reply_begin(m, "(uusssssddddtu)", &reply);
 	if (r < 0)
 		return r;
 
@@ -449,10 +468,7 @@ static int method_list_processes(sd_bus_message *m, void *userdata, sd_bus_error
 			return r;
 	}
 
-	r = sd_bus_message_close_container(reply);
-	if (r < 0)
-		return r;
-	return sd_bus_send(NULL, reply, NULL);
+	return array_reply_send(reply);
 }
 
 static int append_lock(sd_bus_message *reply, const struct lock_view *l)
@@ -513,10 +529,7 @@ static int method_list_programs(sd_bus_message *m, void *userdata, sd_bus_error 
 	r = caller_uid(m, &uid, error);
 	if (r < 0)
 		return r;
-	r = sd_bus_message_new_method_return(m, &reply);
-	if (r < 0)
-		return r;
-	r = sd_bus_message_open_container(reply, 'a', "(suuddddd)");
+	r = array_reply_begin(m, "(suuddddd)", &reply);
 	if (r < 0)
 		return r;
 
@@ -547,10 +560,7 @@ static int method_list_programs(sd_bus_message *m, void *userdata, sd_bus_error 
 		if (r < 0)
 			return r;
 	}
-	r = sd_bus_message_close_container(reply);
-	if (r < 0)
-		return r;
-	return sd_bus_send(NULL, reply, NULL);
+	return array_reply_send(reply);
 }
 
 static int method_get_locks(sd_bus_message *m, void *userdata, sd_bus_error *error)
@@ -568,10 +578,7 @@ static int method_get_locks(sd_bus_message *m, void *userdata, sd_bus_error *err
 	if (r < 0)
 		return r;
 
-	r = sd_bus_message_new_method_return(m, &reply);
-	if (r < 0)
-		return r;
-	r = sd_bus_message_open_container(reply, 'a', "(ussssttttta{st}tdddsss)");
+	r = array_reply_begin(m, "(ussssttttta{st}tdddsss)", &reply);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < p->nlocks; i++) {
@@ -579,10 +586,7 @@ static int method_get_locks(sd_bus_message *m, void *userdata, sd_bus_error *err
 		if (r < 0)
 			return r;
 	}
-	r = sd_bus_message_close_container(reply);
-	if (r < 0)
-		return r;
-	return sd_bus_send(NULL, reply, NULL);
+	return array_reply_send(reply);
 }
 
 static int method_get_history(sd_bus_message *m, void *userdata, sd_bus_error *error)
@@ -601,10 +605,7 @@ static int method_get_history(sd_bus_message *m, void *userdata, sd_bus_error *e
 	if (r < 0)
 		return r;
 
-	r = sd_bus_message_new_method_return(m, &reply);
-	if (r < 0)
-		return r;
-	r = sd_bus_message_open_container(reply, 'a', "(tdddd)");
+	r = array_reply_begin(m, "(tdddd)", &reply);
 	if (r < 0)
 		return r;
 
@@ -620,10 +621,7 @@ static int method_get_history(sd_bus_message *m, void *userdata, sd_bus_error *e
 			return r;
 	}
 
-	r = sd_bus_message_close_container(reply);
-	if (r < 0)
-		return r;
-	return sd_bus_send(NULL, reply, NULL);
+	return array_reply_send(reply);
 }
 
 /* ---- changing methods -------------------------------------------------- */
