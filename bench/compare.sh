@@ -18,6 +18,8 @@ set -euo pipefail
 
 prog=${0##*/}
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=bench/lib.sh
+. "$script_dir/lib.sh"
 
 runs=5
 duration_ms=500
@@ -57,23 +59,9 @@ fails (or that exits non-zero) aborts the script with exit status 1.
 EOF
 }
 
-die() {
-	echo "$prog: $*" >&2
-	exit 1
-}
 
-usage_error() {
-	echo "$prog: $* (see --help)" >&2
-	exit 2
-}
 
-need_value() {
-	[[ $# -ge 2 ]] || usage_error "option '$1' needs a value"
-}
 
-is_uint() {
-	[[ $1 =~ ^[1-9][0-9]*$ ]]
-}
 
 while [[ $# -gt 0 ]]; do
 	case $1 in
@@ -170,28 +158,8 @@ run_one() {
 	echo "${BASH_REMATCH[1]}"
 }
 
-median() {
-	tr ' ' '\n' | grep . | sort -g | awk '
-		{ v[NR] = $1 }
-		END {
-			if (NR == 0) { print 0; exit }
-			if (NR % 2) print v[(NR + 1) / 2]
-			else print (v[NR / 2] + v[NR / 2 + 1]) / 2
-		}'
-}
 
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else printf "n/a" }'
-}
 
-cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null)
-[[ -n $cpu_model ]] || cpu_model=unknown
-if grep -qw rtm /proc/cpuinfo 2>/dev/null; then
-	has_rtm="yes"
-else
-	has_rtm="no (libelide passes through; glibc elision is inert)"
-fi
-glibc_version=$(getconf GNU_LIBC_VERSION 2>/dev/null || echo unknown)
 
 report=$(mktemp)
 trap 'rm -f "$report"' EXIT
@@ -199,11 +167,7 @@ trap 'rm -f "$report"' EXIT
 {
 	echo "## elide-bench: plain vs glibc-elision vs libelide"
 	echo
-	echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-	echo "- cpu: $cpu_model ($(nproc) online CPUs)"
-	echo "- rtm: $has_rtm"
-	echo "- kernel: $(uname -srm)"
-	echo "- glibc: $glibc_version"
+	machine_lines
 	echo "- runs: $runs per configuration, interleaved; duration: $duration_ms ms per run; figure: median ops/s"
 	echo "- libelide: $lib"
 	echo

@@ -24,6 +24,8 @@ set -euo pipefail
 
 prog=${0##*/}
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=bench/lib.sh
+. "$script_dir/lib.sh"
 
 runs=5
 threads="1 2 4"
@@ -65,10 +67,6 @@ no total time stops the script with exit status 1; a usage error exits 2.
 EOF
 }
 
-die() { echo "$prog: $*" >&2; exit 1; }
-usage_error() { echo "$prog: $* (see --help)" >&2; exit 2; }
-need_value() { [[ $# -ge 2 ]] || usage_error "option '$1' needs a value"; }
-is_uint() { [[ $1 =~ ^[1-9][0-9]*$ ]]; }
 
 while [[ $# -gt 0 ]]; do
 	case $1 in
@@ -148,32 +146,12 @@ run_one() {
 	echo "${BASH_REMATCH[1]}"
 }
 
-median() {
-	tr ' ' '\n' | grep . | sort -g | awk '
-		{ v[NR] = $1 }
-		END {
-			if (NR == 0) { print 0; exit }
-			if (NR % 2) print v[(NR + 1) / 2]
-			else print (v[NR / 2] + v[NR / 2 + 1]) / 2
-		}'
-}
 
-cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null)
-[[ -n $cpu_model ]] || cpu_model=unknown
-if grep -qw rtm /proc/cpuinfo 2>/dev/null; then
-	has_rtm="yes"
-else
-	has_rtm="no (libelide passes through; glibc elision is inert)"
-fi
 
 {
 	echo "## sysbench mutex: plain vs glibc-elision vs libelide"
 	echo
-	echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-	echo "- cpu: $cpu_model ($(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?') online CPUs)"
-	echo "- rtm: $has_rtm"
-	echo "- kernel: $(uname -srm)"
-	echo "- glibc: $(getconf GNU_LIBC_VERSION 2>/dev/null || echo unknown)"
+	machine_lines
 	echo "- sysbench: $("$sysbench" --version 2>/dev/null | head -n1)"
 	echo "- runs: $runs per configuration, interleaved; figure: median of sysbench's total time"
 	echo "- libelide: $lib"
