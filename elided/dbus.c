@@ -19,7 +19,8 @@
  *   NProcesses        u   libelide processes tracked
  *
  * Methods.  "mode" is "adaptive", "on" or "off"; "state" of a process is
- * "on", or "off: <reason>"; rates are per second over the last interval;
+ * "on", or "off: <reason>"; rates are per second over the last interval,
+ * cumulative counters are read from the segment at the call;
  * abort ratios are aborts / attempts, 0..1.  A caller may read and change
  * only processes running under its own uid; root may do anything.
  *   GetStatus() -> (s summary, u processes, u eliding,
@@ -204,28 +205,19 @@ struct rates {
 	double acquired, attempts, commits, aborts, cycles_lost;
 };
 
-static double lock_abort_rate(const struct lock_view *l)
-{
-	double sum = 0;
-
-	for (size_t i = 0; i < ARRAY_SIZE(abort_causes); i++)
-		sum += l->rates[abort_causes[i].stat];
-	return sum;
-}
-
-static void add_lock_rates(struct rates *r, const struct lock_view *l)
-{
-	r->acquired += l->rates[ELIDE_SEG_STAT_ACQUIRED];
-	r->attempts += l->rates[ELIDE_SEG_STAT_ATTEMPTS];
-	r->commits += l->rates[ELIDE_SEG_STAT_COMMITS];
-	r->aborts += lock_abort_rate(l);
-	r->cycles_lost += l->rates[ELIDE_SEG_STAT_CYCLES_LOST];
-}
-
+/* A process's rates over the last interval: its newest history point. */
 static void process_rates(const struct tracked_process *p, struct rates *r)
 {
-	for (size_t i = 0; i < p->nlocks; i++)
-		add_lock_rates(r, &p->locks[i]);
+	const struct history_point *h;
+
+	if (!p->history_len)
+		return;
+	h = &p->history[(p->history_next + ELIDED_HISTORY - 1) % ELIDED_HISTORY];
+	r->acquired += h->acquired_per_sec;
+	r->attempts += h->attempts_per_sec;
+	r->commits += h->commits_per_sec;
+	r->aborts += h->aborts_per_sec;
+	r->cycles_lost += h->cycles_lost_per_sec;
 }
 
 /* Attempts are estimates when sampled, aborts exact: keep the ratio in 0..1. */
@@ -471,8 +463,9 @@ static int method_list_processes(sd_bus_message *m, void *userdata, sd_bus_error
 	return array_reply_send(reply);
 }
 
-static int append_lock(sd_bus_message *reply, const struct lock_view *l)
+static int append_lock(sd_bus_message *reply, const struct lock_totals *t)
 {
+	const struct lock_view *l = t->view;
 	char name[sizeof(l->nm->name)], function[sizeof(l->nm->function)], callsite[sizeof(l->nm->callsite_text)];
 	int r;
 
@@ -485,9 +478,9 @@ static int append_lock(sd_bus_message *reply, const struct lock_view *l)
 				  bus_string(l->nm->name, name, sizeof(name)),
 				  bus_string(l->nm->function, function, sizeof(function)),
 				  bus_string(l->nm->callsite_text, callsite, sizeof(callsite)),
-				  l->totals[ELIDE_SEG_STAT_ACQUIRED], l->totals[ELIDE_SEG_STAT_ATTEMPTS],
-				  l->totals[ELIDE_SEG_STAT_COMMITS], l->totals[ELIDE_SEG_STAT_FALLBACKS],
-				  l->totals[ELIDE_SEG_STAT_CONTENDED]);
+				  t->stats[ELIDE_SEG_STAT_ACQUIRED], t->stats[ELIDE_SEG_STAT_ATTEMPTS],
+				  t->stats[ELIDE_SEG_STAT_COMMITS], t->stats[ELIDE_SEG_STAT_FALLBACKS],
+				  t->stats[ELIDE_SEG_STAT_CONTENDED]);
 	if (r < 0)
 		return r;
 
@@ -495,7 +488,7 @@ static int append_lock(sd_bus_message *reply, const struct lock_view *l)
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < ARRAY_SIZE(abort_causes); i++) {
-		r = sd_bus_message_append(reply, "{st}", abort_causes[i].name, l->totals[abort_causes[i].stat]);
+		r = sd_bus_message_append(reply, "{st}", abort_causes[i].name, t->stats[abort_causes[i].stat]);
 		if (r < 0)
 			return r;
 	}
@@ -504,11 +497,11 @@ static int append_lock(sd_bus_message *reply, const struct lock_view *l)
 		return r;
 
 	r = sd_bus_message_append(reply, "tdddsss",
-				  l->totals[ELIDE_SEG_STAT_CYCLES_LOST],
-				  l->rates[ELIDE_SEG_STAT_ACQUIRED], l->rates[ELIDE_SEG_STAT_COMMITS],
-				  abort_ratio(lock_abort_rate(l), l->rates[ELIDE_SEG_STAT_ATTEMPTS]),
+				  t->stats[ELIDE_SEG_STAT_CYCLES_LOST],
+				  (double)l->rates[LOCK_RATE_ACQUIRED], (double)l->rates[LOCK_RATE_COMMITS],
+				  abort_ratio(l->rates[LOCK_RATE_ABORTS], l->rates[LOCK_RATE_ATTEMPTS]),
 				  seg_state_to_string(l->state), seg_reason_to_string(l->reason),
-				  mode_string(l->override));
+				  mode_string((enum policy_mode)l->override));
 	if (r < 0)
 		return r;
 
@@ -566,7 +559,10 @@ static int method_list_programs(sd_bus_message *m, void *userdata, sd_bus_error 
 static int method_get_locks(sd_bus_message *m, void *userdata, sd_bus_error *error)
 {
 	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	_cleanup_free_ struct lock_totals *totals = NULL;
 	struct elided *d = userdata;
+	char err[SEG_ERR_MAX];
+	size_t n;
 	struct tracked_process *p;
 	uint32_t pid;
 	int r;
@@ -578,11 +574,19 @@ static int method_get_locks(sd_bus_message *m, void *userdata, sd_bus_error *err
 	if (r < 0)
 		return r;
 
+	/* Counters as of now, from the segment; rates as of the last interval. */
+	r = elided_read_lock_totals(d, p, &totals, &n, err, sizeof(err));
+	if (r == -ESRCH || r == -ENOENT)
+		return sd_bus_error_setf(error, ELIDED_ERROR_NO_SUCH_PROCESS, "Process %" PRIu32 " has exited", pid);
+	if (r < 0)
+		return sd_bus_error_setf(error, ELIDED_ERROR_FAILED, "Cannot read the locks of process %" PRIu32 ": %s",
+					 pid, err);
+
 	r = array_reply_begin(m, "(ussssttttta{st}tdddsss)", &reply);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < p->nlocks; i++) {
-		r = append_lock(reply, &p->locks[i]);
+	for (size_t i = 0; i < n; i++) {
+		r = append_lock(reply, &totals[i]);
 		if (r < 0)
 			return r;
 	}

@@ -31,35 +31,54 @@ struct lock_names {
 	char name[ELIDED_LOCK_NAME_MAX];     /* elide.h name, else symbol, else "0x..." */
 	char function[ELIDED_LOCK_NAME_MAX]; /* call site function, or "" */
 	char callsite_text[ELIDED_LOCK_NAME_MAX * 2]; /* "fn+0x12 (module)" */
+	uint64_t callsite;
+};
+
+/* The counters elided follows per lock every interval (the rest are read
+ * from the segment when somebody asks: GetLocks). */
+enum lock_rate {
+	LOCK_RATE_ACQUIRED,
+	LOCK_RATE_ATTEMPTS,
+	LOCK_RATE_COMMITS,
+	LOCK_RATE_ABORTS,            /* every cause together */
+	LOCK_RATE_CYCLES_LOST,
+	LOCK_NRATES
 };
 
 /*
- * Per-lock figures of the last interval.  Laid out hot first: each interval
- * updates the state, totals, rates and window of every lock (100,000 of
- * them at the scale goal), so a view is only those; the names (written
- * once) live apart.
+ * One lock as of the last interval: only what every interval needs.  At
+ * the scale goal (100 processes of 1000 locks) the interval is bound by
+ * the memory these views occupy, so they hold five followed counters, not
+ * all of them, small enums as bytes, and the names (written once) apart.
  */
 struct lock_view {
+	uint64_t addr;
+	uint64_t last[LOCK_NRATES];  /* the counters at the last interval */
+	float rates[LOCK_NRATES];    /* per second over the last interval */
 	uint32_t index;              /* entry index in the segment */
-	uint32_t kind, state, reason, policy;
-	enum policy_mode override;   /* from elidectl; UNSET = none */
-	enum policy_mode rule_mode;  /* from the config's lock rules; UNSET = none */
+	uint64_t window_aborts, window_attempts; /* daemon-side cut-off window */
+	struct lock_names *nm;       /* cold: names, call site */
+	uint8_t kind, state, reason, policy; /* enum elide_seg_kind, _state, _reason, elide_policy */
+	uint8_t ctl_policy, ctl_source; /* the decision the segment holds now */
+	uint8_t override;            /* enum policy_mode from elidectl; UNSET = none */
+	uint8_t rule_mode;           /* enum policy_mode from the config's lock rules; UNSET = none */
+	uint8_t backoff_intervals;   /* daemon-side re-probe back-off (exponential, <= 64) */
+	uint8_t backoff_left;        /* intervals until the next probe */
 	bool daemon_off;             /* the daemon's long-window adaptation turned it off */
-	uint32_t ctl_policy, ctl_source; /* the decision the segment holds now */
 	bool named;                  /* name set through elide.h: no need to look again */
 	bool rule_stale;             /* rule_mode needs computing (new lock, new name) */
-	uint32_t backoff_intervals;  /* daemon-side re-probe back-off (exponential) */
-	uint32_t backoff_left;       /* intervals until the next probe */
-	uint64_t addr, callsite;
-	uint64_t window_aborts, window_attempts; /* daemon-side cut-off window */
-	uint64_t totals[ELIDE_SEG_NSTATS];   /* cumulative, from the segment */
-	float rates[ELIDE_SEG_NSTATS];       /* per second over the last interval */
-	struct lock_names *nm;       /* written once: kept out of the views' stride */
+};
+
+/* A lock's cumulative counters, read from its segment on request. */
+struct lock_totals {
+	const struct lock_view *view;
+	uint64_t stats[ELIDE_SEG_NSTATS];
 };
 
 struct history_point {
 	uint64_t time_ns;            /* CLOCK_MONOTONIC */
 	double commits_per_sec, aborts_per_sec, acquired_per_sec, cycles_lost_per_sec;
+	double attempts_per_sec;
 };
 
 struct tracked_process {
@@ -132,6 +151,10 @@ struct tracked_process *elided_find_process(struct elided *d, pid_t pid);
 int elided_set_override(struct elided *d, struct tracked_process *p, const char *lock, enum policy_mode mode,
 			char *err, size_t errlen);
 int elided_reset_override(struct elided *d, struct tracked_process *p, const char *lock, char *err, size_t errlen);
+/* The current counters of p's locks, in view order; locks gone since the
+ * last interval are left out.  *ret is freed by the caller. */
+int elided_read_lock_totals(struct elided *d, struct tracked_process *p, struct lock_totals **ret, size_t *n,
+			    char *err, size_t errlen);
 /* Re-read the configuration; on error keep the running one and fill err (file:line: what). */
 int elided_reload(struct elided *d, char *err, size_t errlen);
 /* One-line summary for STATUS= and GetStatus. */

@@ -169,34 +169,56 @@ static struct lock_view *find_view(struct tracked_process *p, uint32_t index)
 	return NULL;
 }
 
+/* Segment bytes the reader does not range-check, narrowed without aliasing
+ * a valid value: anything out of range reads as 0xff. */
+static uint8_t seg_byte(uint32_t v)
+{
+	return v > 0xfe ? 0xff : (uint8_t)v;
+}
+
+/* The followed counters of one entry (enum lock_rate order). */
+static void followed_counters(const struct elide_seg_lock *e, uint64_t out[LOCK_NRATES])
+{
+	uint64_t aborts = 0;
+
+	for (int s = ELIDE_SEG_STAT_ABORT_CONFLICT; s < ELIDE_SEG_NSTATS; s++)
+		aborts += e->stats[s];
+	out[LOCK_RATE_ACQUIRED] = e->stats[ELIDE_SEG_STAT_ACQUIRED];
+	out[LOCK_RATE_ATTEMPTS] = e->stats[ELIDE_SEG_STAT_ATTEMPTS];
+	out[LOCK_RATE_COMMITS] = e->stats[ELIDE_SEG_STAT_COMMITS];
+	out[LOCK_RATE_ABORTS] = aborts;
+	out[LOCK_RATE_CYCLES_LOST] = e->stats[ELIDE_SEG_STAT_CYCLES_LOST];
+}
+
 /*
- * Merge a fresh snapshot into the process's lock views: rates over the
- * interval, cumulative totals, names for new locks.  A recycled entry (new
- * address) starts over.
+ * Fold one entry, as read now, into its view: rates over the interval and
+ * the cut-off window.  A fresh view (new lock, recycled entry) has no rate
+ * yet, and its window starts with everything the lock did so far.
  */
 static void update_view(struct lock_view *v, const struct elide_seg_lock *e, bool fresh, double per_sec)
 {
+	uint64_t now[LOCK_NRATES], delta[LOCK_NRATES];
+
 	/* Named later via elide.h; the flag keeps the cold name off this path. */
 	if (unlikely(e->name[0] && !v->named)) {
 		snprintf(v->nm->name, sizeof(v->nm->name), "%s", e->name);
 		v->named = true;
 		v->rule_stale = true;
 	}
-	v->state = e->state;
-	v->reason = e->reason;
-	v->policy = e->policy;
-	v->ctl_policy = e->ctl_policy;
-	v->ctl_source = e->ctl_source;
-	for (int s = 0; s < ELIDE_SEG_NSTATS; s++) {
-		uint64_t delta = e->stats[s] >= v->totals[s] ? e->stats[s] - v->totals[s] : 0;
-
-		v->rates[s] = fresh ? 0 : (float)((double)delta * per_sec);
-		if (s >= ELIDE_SEG_STAT_ABORT_CONFLICT)
-			v->window_aborts += fresh ? e->stats[s] : delta;
-		if (s == ELIDE_SEG_STAT_ATTEMPTS)
-			v->window_attempts += fresh ? e->stats[s] : delta;
-		v->totals[s] = e->stats[s];
+	/* kind, state, reason and policy were range-checked by the reader. */
+	v->state = (uint8_t)e->state;
+	v->reason = (uint8_t)e->reason;
+	v->policy = (uint8_t)e->policy;
+	v->ctl_policy = seg_byte(e->ctl_policy);
+	v->ctl_source = seg_byte(e->ctl_source);
+	followed_counters(e, now);
+	for (int r = 0; r < LOCK_NRATES; r++) {
+		delta[r] = fresh ? now[r] : now[r] >= v->last[r] ? now[r] - v->last[r] : 0;
+		v->rates[r] = fresh ? 0 : (float)((double)delta[r] * per_sec);
+		v->last[r] = now[r];
 	}
+	v->window_aborts += delta[LOCK_RATE_ABORTS];
+	v->window_attempts += delta[LOCK_RATE_ATTEMPTS];
 }
 
 static void free_views(struct lock_view *views, size_t n)
@@ -250,8 +272,8 @@ static int merge_locks(struct tracked_process *p, const struct seg_snapshot *sna
 			}
 			v->index = snap->locks[i].index;
 			v->addr = e->addr;
-			v->callsite = e->callsite;
-			v->kind = e->kind;
+			v->nm->callsite = e->callsite;
+			v->kind = (uint8_t)e->kind;
 			v->rule_stale = true;
 			name_lock(p, v, e);
 		}
@@ -352,25 +374,25 @@ static void pass_lock(struct pass *ps, struct lock_view *v)
 	char err[SEG_ERR_MAX];
 	int r;
 
-	ps->sum.acquired_per_sec += v->rates[ELIDE_SEG_STAT_ACQUIRED];
-	ps->sum.commits_per_sec += v->rates[ELIDE_SEG_STAT_COMMITS];
-	ps->sum.cycles_lost_per_sec += v->rates[ELIDE_SEG_STAT_CYCLES_LOST];
-	for (int st = ELIDE_SEG_STAT_ABORT_CONFLICT; st < ELIDE_SEG_NSTATS; st++)
-		ps->sum.aborts_per_sec += v->rates[st];
+	ps->sum.acquired_per_sec += v->rates[LOCK_RATE_ACQUIRED];
+	ps->sum.attempts_per_sec += v->rates[LOCK_RATE_ATTEMPTS];
+	ps->sum.commits_per_sec += v->rates[LOCK_RATE_COMMITS];
+	ps->sum.aborts_per_sec += v->rates[LOCK_RATE_ABORTS];
+	ps->sum.cycles_lost_per_sec += v->rates[LOCK_RATE_CYCLES_LOST];
 	if (v->kind == ELIDE_SEG_KIND_OVERFLOW)
 		return;
 	/* Names are cold: match rules only when the lock or the policy is new. */
 	if (p->rules_dirty || v->rule_stale) {
-		v->rule_mode = config_lock_mode(&p->decision, v->nm->name, v->nm->function);
+		v->rule_mode = (uint8_t)config_lock_mode(&p->decision, v->nm->name, v->nm->function);
 		v->rule_stale = false;
 	}
 	if (ps->mode == POLICY_MODE_ADAPTIVE && v->rule_mode == POLICY_MODE_UNSET && v->override == POLICY_MODE_UNSET)
 		long_window_adapt(p, v);
 	if (v->override != POLICY_MODE_UNSET) {
-		lm = v->override;
+		lm = (enum policy_mode)v->override;
 		source = ELIDE_SEG_SOURCE_OVERRIDE;
 	} else if (v->rule_mode != POLICY_MODE_UNSET) {
-		lm = v->rule_mode;
+		lm = (enum policy_mode)v->rule_mode;
 		source = ELIDE_SEG_SOURCE_CONFIG;
 	} else if (v->daemon_off) {
 		lm = POLICY_MODE_OFF;
@@ -386,8 +408,8 @@ static void pass_lock(struct pass *ps, struct lock_view *v)
 		return;
 	}
 	ps->locks_written++;
-	v->ctl_policy = want;
-	v->ctl_source = source;
+	v->ctl_policy = (uint8_t)want;
+	v->ctl_source = (uint8_t)source;
 }
 
 /* After the walk: the history point and the process's control block. */
@@ -479,7 +501,7 @@ static void restore_decisions(struct tracked_process *p, const struct seg_snapsh
 		struct lock_view *v = &p->locks[i];
 
 		if (v->ctl_source == ELIDE_SEG_SOURCE_OVERRIDE)
-			v->override = mode_of_ctl(v->ctl_policy);
+			v->override = (uint8_t)mode_of_ctl(v->ctl_policy);
 		else if (v->ctl_source == ELIDE_SEG_SOURCE_ADAPTATION && v->ctl_policy == ELIDE_POLICY_NEVER + 1) {
 			v->daemon_off = true;
 			v->backoff_intervals = v->backoff_left = 1;
@@ -827,6 +849,51 @@ void elided_refresh_all(struct elided *d)
 	}
 }
 
+/* ---- counters on request --------------------------------------------- */
+
+int elided_read_lock_totals(struct elided *d, struct tracked_process *p, struct lock_totals **ret, size_t *n,
+			    char *err, size_t errlen)
+{
+	struct seg_snapshot *snap = NULL;
+	struct lock_totals *out;
+	size_t nout = 0, j = 0;
+	int r;
+
+	*ret = NULL;
+	*n = 0;
+	r = seg_read_max(d->runtime_dirfd, p->seg_name, 0, ELIDED_MAX_LOCKS_PER_PROCESS, &snap, err, errlen);
+	if (r < 0)
+		return r;
+	out = calloc(p->nlocks ? p->nlocks : 1, sizeof(*out));
+	if (!out) {
+		seg_snapshot_free(snap);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	/* A new image since the last interval: none of the views is its. */
+	if (snap->header.created_ns != p->created_ns)
+		goto done;
+	/* Both in entry-index order: one merge. */
+	for (size_t i = 0; i < p->nlocks; i++) {
+		const struct lock_view *v = &p->locks[i];
+
+		while (j < snap->nlocks && snap->locks[j].index < v->index)
+			j++;
+		if (j == snap->nlocks)
+			break;
+		if (!view_is_of(v, snap->locks[j].index, &snap->locks[j].lock))
+			continue;
+		out[nout].view = v;
+		memcpy(out[nout].stats, snap->locks[j].lock.stats, sizeof(out[nout].stats));
+		nout++;
+	}
+done:
+	seg_snapshot_free(snap);
+	*ret = out;
+	*n = nout;
+	return 0;
+}
+
 /* ---- overrides ------------------------------------------------------- */
 
 /* Does view v answer to `lock`: its name, "#INDEX" or "0xADDRESS"? */
@@ -852,7 +919,7 @@ static int override_locks(struct tracked_process *p, const char *lock, enum poli
 	for (size_t i = 0; i < p->nlocks; i++) {
 		if (p->locks[i].kind == ELIDE_SEG_KIND_OVERFLOW || !lock_matches(&p->locks[i], lock))
 			continue;
-		p->locks[i].override = mode;
+		p->locks[i].override = (uint8_t)mode;
 		n++;
 	}
 	return n;

@@ -50,6 +50,7 @@ static struct {
 	char lock[64];          /* last lock argument, "" for the process */
 	enum policy_mode mode;
 	bool reload_fails;
+	int totals_error;       /* elided_read_lock_totals fails with it */
 } calls;
 
 struct tracked_process *elided_find_process(struct elided *d, pid_t pid)
@@ -174,6 +175,7 @@ static struct elided d;
 static struct tracked_process proc_a, proc_b;
 static struct lock_view locks_a[2], locks_b[1];
 static struct lock_names names_a[2], names_b[1];
+static uint64_t totals_a[2][ELIDE_SEG_NSTATS], totals_b[1][ELIDE_SEG_NSTATS];
 static struct elide_config config;
 static char config_file0[] = "/etc/elide.conf", config_file1[] = "/etc/elide.conf.d/10-test.conf";
 static char runtime_dir[] = "/run/elide-test";
@@ -182,6 +184,28 @@ static pthread_t server_thread;
 static atomic_bool server_stop;
 static bool server_running;
 static sd_bus *client;
+
+/* Counters "read from the segment": the fixture's tables. */
+int elided_read_lock_totals(struct elided *daemon, struct tracked_process *p, struct lock_totals **ret, size_t *n,
+			    char *err, size_t errlen)
+{
+	uint64_t(*table)[ELIDE_SEG_NSTATS] = p->locks == locks_a ? totals_a : totals_b;
+	struct lock_totals *out;
+
+	if (calls.totals_error) {
+		snprintf(err, errlen, "%s: changed size while being read", p->seg_name);
+		return calls.totals_error;
+	}
+	out = calloc(p->nlocks + 1, sizeof(*out));
+	ck_assert_ptr_nonnull(out);
+	for (size_t i = 0; i < p->nlocks; i++) {
+		out[i].view = &p->locks[i];
+		memcpy(out[i].stats, table[i], sizeof(out[i].stats));
+	}
+	*ret = out;
+	*n = p->nlocks;
+	return 0;
+}
 
 static void fill_state(void)
 {
@@ -195,6 +219,8 @@ static void fill_state(void)
 	memset(locks_b, 0, sizeof(locks_b));
 	memset(names_a, 0, sizeof(names_a));
 	memset(names_b, 0, sizeof(names_b));
+	memset(totals_a, 0, sizeof(totals_a));
+	memset(totals_b, 0, sizeof(totals_b));
 	memset(&config, 0, sizeof(config));
 
 	config.interval = 1.0;
@@ -213,25 +239,23 @@ static void fill_state(void)
 	snprintf(l->nm->name, sizeof(l->nm->name), "stats_lock");
 	snprintf(l->nm->function, sizeof(l->nm->function), "do_stats");
 	snprintf(l->nm->callsite_text, sizeof(l->nm->callsite_text), "do_stats+0x12 (memcached)");
-	l->totals[ELIDE_SEG_STAT_ACQUIRED] = 1000;
-	l->totals[ELIDE_SEG_STAT_ATTEMPTS] = 900;
-	l->totals[ELIDE_SEG_STAT_COMMITS] = 800;
-	l->totals[ELIDE_SEG_STAT_FALLBACKS] = 50;
-	l->totals[ELIDE_SEG_STAT_CONTENDED] = 70;
-	l->totals[ELIDE_SEG_STAT_CYCLES_LOST] = 12345;
-	l->totals[ELIDE_SEG_STAT_ABORT_CONFLICT] = 60;
-	l->totals[ELIDE_SEG_STAT_ABORT_CAPACITY] = 30;
-	l->totals[ELIDE_SEG_STAT_ABORT_BUSY] = 5;
-	l->totals[ELIDE_SEG_STAT_ABORT_EXPLICIT] = 3;
-	l->totals[ELIDE_SEG_STAT_ABORT_RETRY] = 1;
-	l->totals[ELIDE_SEG_STAT_ABORT_OTHER] = 1;
-	l->rates[ELIDE_SEG_STAT_ACQUIRED] = 100;
-	l->rates[ELIDE_SEG_STAT_ATTEMPTS] = 90;
-	l->rates[ELIDE_SEG_STAT_COMMITS] = 80;
-	l->rates[ELIDE_SEG_STAT_ABORT_CONFLICT] = 6;
-	l->rates[ELIDE_SEG_STAT_ABORT_CAPACITY] = 3;
-	l->rates[ELIDE_SEG_STAT_ABORT_BUSY] = 1;
-	l->rates[ELIDE_SEG_STAT_CYCLES_LOST] = 1000;
+	totals_a[0][ELIDE_SEG_STAT_ACQUIRED] = 1000;
+	totals_a[0][ELIDE_SEG_STAT_ATTEMPTS] = 900;
+	totals_a[0][ELIDE_SEG_STAT_COMMITS] = 800;
+	totals_a[0][ELIDE_SEG_STAT_FALLBACKS] = 50;
+	totals_a[0][ELIDE_SEG_STAT_CONTENDED] = 70;
+	totals_a[0][ELIDE_SEG_STAT_CYCLES_LOST] = 12345;
+	totals_a[0][ELIDE_SEG_STAT_ABORT_CONFLICT] = 60;
+	totals_a[0][ELIDE_SEG_STAT_ABORT_CAPACITY] = 30;
+	totals_a[0][ELIDE_SEG_STAT_ABORT_BUSY] = 5;
+	totals_a[0][ELIDE_SEG_STAT_ABORT_EXPLICIT] = 3;
+	totals_a[0][ELIDE_SEG_STAT_ABORT_RETRY] = 1;
+	totals_a[0][ELIDE_SEG_STAT_ABORT_OTHER] = 1;
+	l->rates[LOCK_RATE_ACQUIRED] = 100;
+	l->rates[LOCK_RATE_ATTEMPTS] = 90;
+	l->rates[LOCK_RATE_COMMITS] = 80;
+	l->rates[LOCK_RATE_ABORTS] = 10;
+	l->rates[LOCK_RATE_CYCLES_LOST] = 1000;
 
 	l = &locks_a[1];
 	l->index = 3;
@@ -240,15 +264,16 @@ static void fill_state(void)
 	l->reason = ELIDE_SEG_REASON_ABORTS;
 	snprintf(l->nm->name, sizeof(l->nm->name), "cache_lock");
 	l->override = POLICY_MODE_OFF;
-	l->rates[ELIDE_SEG_STAT_ACQUIRED] = 50;
-	l->rates[ELIDE_SEG_STAT_ATTEMPTS] = 10;
-	l->rates[ELIDE_SEG_STAT_COMMITS] = 2;
-	l->rates[ELIDE_SEG_STAT_ABORT_OTHER] = 8;
-	l->rates[ELIDE_SEG_STAT_CYCLES_LOST] = 500;
+	l->rates[LOCK_RATE_ACQUIRED] = 50;
+	l->rates[LOCK_RATE_ATTEMPTS] = 10;
+	l->rates[LOCK_RATE_COMMITS] = 2;
+	l->rates[LOCK_RATE_ABORTS] = 8;
+	l->rates[LOCK_RATE_CYCLES_LOST] = 500;
 
 	proc_a.pid = PID_A;
 	proc_a.uid = getuid();
 	proc_a.start_time = 123456;
+	snprintf(proc_a.seg_name, sizeof(proc_a.seg_name), "%d-123456.seg", PID_A);
 	snprintf(proc_a.exe, sizeof(proc_a.exe), "/usr/bin/memcached");
 	snprintf(proc_a.comm, sizeof(proc_a.comm), "memcached");
 	snprintf(proc_a.unit, sizeof(proc_a.unit), "memcached.service");
@@ -261,10 +286,11 @@ static void fill_state(void)
 		struct history_point *h = &proc_a.history[(ELIDED_HISTORY - 2 + i) % ELIDED_HISTORY];
 
 		h->time_ns = 1000 + (uint64_t)i;
-		h->acquired_per_sec = 10.0 * i;
-		h->commits_per_sec = 5.0 * i;
-		h->aborts_per_sec = 1.0 * i;
-		h->cycles_lost_per_sec = 100.0 * i;
+		h->acquired_per_sec = 75.0 * i;
+		h->attempts_per_sec = 50.0 * i;
+		h->commits_per_sec = 41.0 * i;
+		h->aborts_per_sec = 9.0 * i;
+		h->cycles_lost_per_sec = 750.0 * i;
 	}
 	proc_a.history_len = 3;
 	proc_a.history_next = 1;
@@ -278,7 +304,7 @@ static void fill_state(void)
 	/* Hostile bytes from a segment: U+FFFF and a stray 0xff. */
 	snprintf(l->nm->name, sizeof(l->nm->name), "odd\xef\xbf\xbfname");
 	snprintf(l->nm->function, sizeof(l->nm->function), "f\xff");
-	l->rates[ELIDE_SEG_STAT_ACQUIRED] = 10;
+	l->rates[LOCK_RATE_ACQUIRED] = 10;
 
 	proc_b.pid = PID_B;
 	proc_b.uid = getuid() + 1;
@@ -670,6 +696,14 @@ START_TEST(test_get_locks)
 	assert_call_error(ELIDED_ERROR_NO_SUCH_PROCESS, "No libelide process with PID 999999", "GetLocks", "u",
 			  (uint32_t)999999);
 	assert_call_error(ELIDED_ERROR_NO_SUCH_PROCESS, NULL, "GetLocks", "u", (uint32_t)0);
+
+	/* The segment cannot be read at the call: a named error, not stale numbers. */
+	calls.totals_error = -EBADMSG;
+	assert_call_error(ELIDED_ERROR_FAILED, "Cannot read the locks of process 4242: 4242-123456.seg: changed size while being read",
+			  "GetLocks", "u", (uint32_t)PID_A);
+	calls.totals_error = -ESRCH;
+	assert_call_error(ELIDED_ERROR_NO_SUCH_PROCESS, "Process 4242 has exited", "GetLocks", "u", (uint32_t)PID_A);
+	calls.totals_error = 0;
 }
 END_TEST
 
@@ -686,10 +720,10 @@ START_TEST(test_get_history)
 	while ((r = sd_bus_message_read(reply, "(tdddd)", &t, &acq, &com, &abo, &cyc)) > 0) {
 		/* Oldest first across the ring's wrap. */
 		ck_assert_uint_eq(t, 1000 + (uint64_t)i);
-		ck_assert_double_eq(acq, 10.0 * i);
-		ck_assert_double_eq(com, 5.0 * i);
-		ck_assert_double_eq(abo, 1.0 * i);
-		ck_assert_double_eq(cyc, 100.0 * i);
+		ck_assert_double_eq(acq, 75.0 * i);
+		ck_assert_double_eq(com, 41.0 * i);
+		ck_assert_double_eq(abo, 9.0 * i);
+		ck_assert_double_eq(cyc, 750.0 * i);
 		i++;
 	}
 	ck_assert_int_eq(r, 0);
