@@ -2,10 +2,13 @@
 /*
  * Reading segments written by other users' processes (segment-reader.h).
  *
- * Everything is copied with pread into private memory and validated there:
- * the file is never mapped (a truncation by its owner would SIGBUS us), no
- * size, offset or count is used before it is checked, and every string is
- * checked for its NUL inside its field.
+ * Everything is copied into private memory and validated there, no size,
+ * offset or count is used before it is checked, and every string is
+ * checked for its NUL inside its field.  The copy comes from pread, or, for
+ * elided's repeated reads, from a read-only shared mapping (struct seg_map):
+ * no system call and no file opened per read.  A mapped file its owner
+ * truncates would SIGBUS the reader; a SIGBUS handler puts a zero page
+ * where the fault was, and the read in progress fails cleanly.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -256,6 +263,43 @@ static bool is_pow2(uint32_t v)
 }
 
 /*
+ * Where a read copies from: a file descriptor (pread), or a read-only
+ * mapping of the file (map_size bytes), whose name in dirfd is checked to
+ * still be the mapped file (dev, ino) when the size is checked.
+ */
+struct seg_source {
+	int fd;
+	const uint8_t *map;
+	size_t map_size;
+	int dirfd;
+	const char *name;
+	dev_t dev;
+	ino_t ino;
+};
+
+static int source_copy(const struct seg_source *src, void *buf, size_t size, uint64_t offset)
+{
+	if (!src->map)
+		return pread_all(src->fd, buf, size, offset);
+	if (offset > src->map_size || size > src->map_size - offset)
+		return -ENODATA;
+	memcpy(buf, src->map + offset, size);
+	return 0;
+}
+
+/* The file's status now; for a mapping, -ESTALE once the name is another file. */
+static int source_stat(const struct seg_source *src, struct stat *st)
+{
+	if (!src->map)
+		return fstat(src->fd, st) < 0 ? -errno : 0;
+	if (fstatat(src->dirfd, src->name, st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (st->st_dev != src->dev || st->st_ino != src->ino)
+		return -ESTALE;
+	return 0;
+}
+
+/*
  * Open `name` without following symlinks and without blocking on a FIFO,
  * check it is a regular file whose size a segment can have.
  */
@@ -286,13 +330,13 @@ static int seg_open(int dirfd, const char *name, int mode, struct stat *st, char
 }
 
 /* Read and validate the header against the format, the file size and the name. */
-static int seg_read_header(int fd, const char *name, const struct stat *st, pid_t pid, uint64_t start_time,
-			   struct elide_seg_header *h, char *err, size_t errlen)
+static int seg_read_header(const struct seg_source *src, const char *name, const struct stat *st, pid_t pid,
+			   uint64_t start_time, struct elide_seg_header *h, char *err, size_t errlen)
 {
 	uint64_t expect;
 	int r;
 
-	r = pread_all(fd, h, sizeof(*h), 0);
+	r = source_copy(src, h, sizeof(*h), 0);
 	if (r == -ENODATA)
 		return seg_error(err, errlen, -EBADMSG, name, "truncated while reading the header");
 	if (r < 0)
@@ -393,10 +437,13 @@ static void seg_snapshot_freep(struct seg_snapshot **snap)
 }
 
 /* Copy entries [0, high) chunk by chunk, keeping the valid in-use ones. */
-static int seg_read_locks(int fd, const char *name, struct seg_snapshot *snap, uint32_t max_locks,
-			  seg_lock_fn each, void *userdata, char *err, size_t errlen)
+static int seg_read_locks(const struct seg_source *src, const char *name, struct seg_snapshot *snap,
+			  uint32_t max_locks, seg_lock_fn each, void *userdata, char *err, size_t errlen)
 {
 	uint32_t high = snap->header.lock_high_water;
+	/* From a mapping, one entry at a time into a buffer that stays in L1:
+	 * no system call per chunk to amortise. */
+	uint32_t per_copy = src->map ? 1 : SEG_READ_CHUNK;
 	struct seg_lock_snapshot *locks = NULL;
 	int r;
 
@@ -417,15 +464,15 @@ static int seg_read_locks(int fd, const char *name, struct seg_snapshot *snap, u
 		snap->locks = locks;
 	}
 
-	_cleanup_free_ struct elide_seg_lock *chunk = malloc(SEG_READ_CHUNK * sizeof(*chunk)); /* pread fills it */
+	_cleanup_free_ struct elide_seg_lock *chunk = malloc(per_copy * sizeof(*chunk));
 	if (!chunk)
 		return seg_error(err, errlen, -ENOMEM, name, "out of memory");
 
-	for (uint32_t first = 0; first < high; first += SEG_READ_CHUNK) {
-		uint32_t n = high - first < SEG_READ_CHUNK ? high - first : SEG_READ_CHUNK;
+	for (uint32_t first = 0; first < high; first += per_copy) {
+		uint32_t n = high - first < per_copy ? high - first : per_copy;
 
-		r = pread_all(fd, chunk, (size_t)n * sizeof(*chunk),
-			      snap->header.locks_offset + (uint64_t)first * sizeof(*chunk));
+		r = source_copy(src, chunk, (size_t)n * sizeof(*chunk),
+				snap->header.locks_offset + (uint64_t)first * sizeof(*chunk));
 		if (r == -ENODATA)
 			return seg_error(err, errlen, -EBADMSG, name, "changed size while being read");
 		if (r < 0)
@@ -502,27 +549,14 @@ int seg_read_max(int dirfd, const char *name, unsigned flags, uint32_t max_locks
 	return seg_read_each(dirfd, name, flags, max_locks, 0, NULL, NULL, ret, err, errlen);
 }
 
-int seg_read_each(int dirfd, const char *name, unsigned flags, uint32_t max_locks, uint64_t created_ns,
-		  seg_lock_fn each, void *userdata, struct seg_snapshot **ret, char *err, size_t errlen)
+/* Everything after opening: header, control block, entries, checks. */
+static int seg_read_source(const struct seg_source *src, const char *name, pid_t pid, uint64_t start_time,
+			   const struct stat *st, unsigned flags, uint32_t max_locks, uint64_t created_ns,
+			   seg_lock_fn each, void *userdata, struct seg_snapshot **ret, char *err, size_t errlen)
 {
 	_cleanup_(seg_snapshot_freep) struct seg_snapshot *snap = NULL;
-	_cleanup_close_ int fd = -1;
-	struct stat st, st2;
-	pid_t pid;
-	uint64_t start_time;
+	struct stat st2;
 	int r;
-
-	if (!name || !ret)
-		return -EINVAL;
-	if (err && errlen)
-		err[0] = '\0';
-	if (seg_parse_name(name, &pid, &start_time) < 0)
-		return seg_error(err, errlen, -EINVAL, name, "not a segment file name (<pid>-<starttime>%s)",
-				 ELIDE_SEG_SUFFIX);
-
-	fd = seg_open(dirfd, name, O_RDONLY, &st, err, errlen);
-	if (fd < 0)
-		return fd;
 
 	snap = calloc(1, sizeof(*snap));
 	if (!snap)
@@ -531,27 +565,30 @@ int seg_read_each(int dirfd, const char *name, unsigned flags, uint32_t max_lock
 	snprintf(snap->file, sizeof(snap->file), "%s", name);
 	snap->pid = pid;
 	snap->start_time = start_time;
-	snap->file_uid = st.st_uid;
+	snap->file_uid = st->st_uid;
 	snap->process_uid = (uid_t)-1; /* known only with SEG_READ_CHECK_PROCESS */
 
-	r = seg_read_header(fd, name, &st, pid, start_time, &snap->header, err, errlen);
+	r = seg_read_header(src, name, st, pid, start_time, &snap->header, err, errlen);
 	if (r < 0)
 		return r;
 	if (created_ns && snap->header.created_ns != created_ns)
 		return seg_error(err, errlen, -ESTALE, name, "a new image of the process (created_ns changed)");
-	r = pread_all(fd, &snap->control, sizeof(snap->control), snap->header.control_offset);
+	r = source_copy(src, &snap->control, sizeof(snap->control), snap->header.control_offset);
 	if (r == -ENODATA)
 		return seg_error(err, errlen, -EBADMSG, name, "changed size while being read");
 	if (r < 0)
 		return seg_error(err, errlen, r, name, "cannot read the control block: %m");
-	r = seg_read_locks(fd, name, snap, flags & SEG_READ_NO_LOCKS ? 0 : max_locks, each, userdata, err, errlen);
+	r = seg_read_locks(src, name, snap, flags & SEG_READ_NO_LOCKS ? 0 : max_locks, each, userdata, err, errlen);
 	if (r < 0)
 		return r;
 
-	/* A file resized under us may have mixed old and new contents. */
-	if (fstat(fd, &st2) < 0)
-		return seg_error(err, errlen, -errno, name, "cannot stat: %m");
-	if (st2.st_size != st.st_size)
+	/* A file resized (or replaced) under us may have mixed old and new contents. */
+	r = source_stat(src, &st2);
+	if (r == -ESTALE)
+		return seg_error(err, errlen, -EBADMSG, name, "replaced while being read");
+	if (r < 0)
+		return seg_error(err, errlen, r, name, "cannot stat: %m");
+	if (st2.st_size != st->st_size)
 		return seg_error(err, errlen, -EBADMSG, name, "changed size while being read");
 
 	if (flags & SEG_READ_CHECK_PROCESS) {
@@ -572,6 +609,180 @@ int seg_read_each(int dirfd, const char *name, unsigned flags, uint32_t max_lock
 	}
 	*ret = snap;
 	snap = NULL;
+	return 0;
+}
+
+int seg_read_each(int dirfd, const char *name, unsigned flags, uint32_t max_locks, uint64_t created_ns,
+		  seg_lock_fn each, void *userdata, struct seg_snapshot **ret, char *err, size_t errlen)
+{
+	_cleanup_close_ int fd = -1;
+	struct seg_source src = { .fd = -1 };
+	struct stat st;
+	pid_t pid;
+	uint64_t start_time;
+
+	if (!name || !ret)
+		return -EINVAL;
+	if (err && errlen)
+		err[0] = '\0';
+	if (seg_parse_name(name, &pid, &start_time) < 0)
+		return seg_error(err, errlen, -EINVAL, name, "not a segment file name (<pid>-<starttime>%s)",
+				 ELIDE_SEG_SUFFIX);
+
+	fd = seg_open(dirfd, name, O_RDONLY, &st, err, errlen);
+	if (fd < 0)
+		return fd;
+	src.fd = fd;
+	return seg_read_source(&src, name, pid, start_time, &st, flags, max_locks, created_ns, each, userdata, ret,
+			       err, errlen);
+}
+
+/* ---- mapped segments --------------------------------------------------- */
+
+struct seg_map {
+	char name[64];
+	pid_t pid;
+	uint64_t start_time;
+	void *base;
+	size_t size;
+	dev_t dev;
+	ino_t ino;
+};
+
+/*
+ * The mapping being read now (one per thread).  The SIGBUS handler only
+ * acts on faults inside it; any other SIGBUS gets the disposition it would
+ * have had without us.
+ */
+static __thread struct {
+	const uint8_t *lo, *hi;
+	volatile sig_atomic_t faulted;
+} seg_guard;
+static struct sigaction seg_sigbus_previous;
+static size_t seg_page_size;
+static pthread_once_t seg_sigbus_once = PTHREAD_ONCE_INIT;
+static int seg_sigbus_error;
+
+static void seg_sigbus(int sig, siginfo_t *si, void *context)
+{
+	const uint8_t *addr = si->si_addr;
+	int saved_errno = errno;
+
+	(void)sig;
+	(void)context;
+	if (seg_guard.lo && addr >= seg_guard.lo && addr < seg_guard.hi) {
+		void *page = (void *)((uintptr_t)addr & ~(uintptr_t)(seg_page_size - 1));
+
+		/* The owner truncated the file: zeros from here on, and the read
+		 * in progress reports it. */
+		if (mmap(page, seg_page_size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+			seg_guard.faulted = 1;
+			errno = saved_errno;
+			return;
+		}
+	}
+	/* Not ours: returning re-runs the access under the old disposition. */
+	sigaction(SIGBUS, &seg_sigbus_previous, NULL);
+	errno = saved_errno;
+}
+
+static void seg_sigbus_install(void)
+{
+	struct sigaction sa = { .sa_sigaction = seg_sigbus, .sa_flags = SA_SIGINFO };
+
+	seg_page_size = (size_t)sysconf(_SC_PAGESIZE);
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGBUS, &sa, &seg_sigbus_previous) < 0)
+		seg_sigbus_error = -errno;
+}
+
+int seg_map_open(int dirfd, const char *name, struct seg_map **ret, char *err, size_t errlen)
+{
+	_cleanup_free_ struct seg_map *m = NULL;
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+
+	if (!name || !ret)
+		return -EINVAL;
+	if (err && errlen)
+		err[0] = '\0';
+	pthread_once(&seg_sigbus_once, seg_sigbus_install);
+	if (seg_sigbus_error < 0)
+		return seg_error(err, errlen, seg_sigbus_error, name, "cannot handle SIGBUS: %m");
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return seg_error(err, errlen, -ENOMEM, name, "out of memory");
+	if (seg_parse_name(name, &m->pid, &m->start_time) < 0)
+		return seg_error(err, errlen, -EINVAL, name, "not a segment file name (<pid>-<starttime>%s)",
+				 ELIDE_SEG_SUFFIX);
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	fd = seg_open(dirfd, name, O_RDONLY, &st, err, errlen);
+	if (fd < 0)
+		return fd;
+	/* seg_open bounded the size by SEG_MAX_SIZE. */
+	m->size = (size_t)st.st_size;
+	m->dev = st.st_dev;
+	m->ino = st.st_ino;
+	m->base = mmap(NULL, m->size, PROT_READ, MAP_SHARED, fd, 0);
+	if (m->base == MAP_FAILED)
+		return seg_error(err, errlen, -errno, name, "cannot map: %m");
+	*ret = m;
+	m = NULL;
+	return 0;
+}
+
+void seg_map_close(struct seg_map *m)
+{
+	if (!m)
+		return;
+	munmap(m->base, m->size);
+	free(m);
+}
+
+const char *seg_map_name(const struct seg_map *m)
+{
+	return m->name;
+}
+
+int seg_map_read_each(struct seg_map *m, int dirfd, unsigned flags, uint32_t max_locks, uint64_t created_ns,
+		      seg_lock_fn each, void *userdata, struct seg_snapshot **ret, char *err, size_t errlen)
+{
+	struct seg_source src = {
+		.fd = -1, .map = m->base, .map_size = m->size, .dirfd = dirfd, .name = m->name,
+		.dev = m->dev, .ino = m->ino,
+	};
+	struct seg_snapshot *snap = NULL;
+	struct stat st;
+	bool faulted;
+	int r;
+
+	if (!ret)
+		return -EINVAL;
+	if (err && errlen)
+		err[0] = '\0';
+	r = source_stat(&src, &st);
+	if (r == -ESTALE)
+		return seg_error(err, errlen, -ESTALE, m->name, "replaced by another file (map it again)");
+	if (r < 0)
+		return seg_error(err, errlen, r, m->name, "cannot stat: %m");
+	if ((uint64_t)st.st_size != m->size)
+		return seg_error(err, errlen, -EBADMSG, m->name, "changed size: %llu bytes, %zu when mapped",
+				 (unsigned long long)st.st_size, m->size);
+
+	seg_guard.faulted = 0;
+	seg_guard.lo = m->base;
+	seg_guard.hi = (const uint8_t *)m->base + m->size;
+	r = seg_read_source(&src, m->name, m->pid, m->start_time, &st, flags, max_locks, created_ns, each, userdata,
+			    &snap, err, errlen);
+	faulted = seg_guard.faulted;
+	seg_guard.lo = seg_guard.hi = NULL;
+	if (faulted) {
+		seg_snapshot_free(snap);
+		return seg_error(err, errlen, -EBADMSG, m->name, "truncated while being read (map it again)");
+	}
+	if (r < 0)
+		return r;
+	*ret = snap;
 	return 0;
 }
 
@@ -596,7 +807,7 @@ static int seg_open_write(int dirfd, const char *name, struct elide_seg_header *
 	if (st.st_nlink != 1)
 		return seg_error(err, errlen, -EBADMSG, name, "has %llu hard links, expected 1",
 				 (unsigned long long)st.st_nlink);
-	r = seg_read_header(fd, name, &st, pid, start_time, h, err, errlen);
+	r = seg_read_header(&(struct seg_source){ .fd = fd }, name, &st, pid, start_time, h, err, errlen);
 	if (r < 0)
 		return r;
 	r = fd;

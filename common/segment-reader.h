@@ -3,9 +3,10 @@
  * Opening, validating and reading segments (segment-format.h), for elided
  * (as root, on files that unprivileged users write) and elidectl.
  *
- * Every byte of a segment is hostile input: the reader copies the file with
- * pread into private memory first and validates the copy, so a process that
- * rewrites its segment while we read cannot change what was checked.  It
+ * Every byte of a segment is hostile input: the reader copies the file (with
+ * pread, or from a read-only mapping) into private memory first and
+ * validates the copy, so a process that rewrites its segment while we read
+ * cannot change what was checked.  It
  * never follows a symlink, never trusts a pointer or path found inside, and
  * refuses files whose owner is not the process's owner.
  *
@@ -103,6 +104,28 @@ int seg_read_each(int dirfd, const char *name, unsigned flags, uint32_t max_lock
 		  seg_lock_fn each, void *userdata, struct seg_snapshot **ret, char *err, size_t errlen);
 
 void seg_snapshot_free(struct seg_snapshot *snap);
+
+/*
+ * A segment mapped read-only, for a reader that reads the same segment
+ * again and again (elided, every interval): each read copies entry by entry
+ * from the mapping, with no system call but one fstatat, and validates as
+ * seg_read_each does.  Truncation by the owner while a read runs is caught
+ * (a process-wide SIGBUS handler, installed by the first seg_map_open,
+ * passes on every SIGBUS that is not such a read) and fails that read.
+ *
+ * seg_map_read_each returns what seg_read_each returns, and:
+ *   -ESTALE    also when `name` in dirfd is now another file (an exec'd
+ *              image replaced it): close the map and open it again
+ *   -EBADMSG   also when the file changed size since it was mapped, or was
+ *              truncated during the read: close it, open it again
+ * After any error the map may be closed and opened again.
+ */
+struct seg_map;
+int seg_map_open(int dirfd, const char *name, struct seg_map **ret, char *err, size_t errlen);
+int seg_map_read_each(struct seg_map *m, int dirfd, unsigned flags, uint32_t max_locks, uint64_t created_ns,
+		      seg_lock_fn each, void *userdata, struct seg_snapshot **ret, char *err, size_t errlen);
+const char *seg_map_name(const struct seg_map *m);
+void seg_map_close(struct seg_map *m);
 
 /*
  * For elided: write a control block under its seqlock (generation made odd,

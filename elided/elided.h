@@ -87,6 +87,7 @@ struct tracked_process {
 	uint64_t created_ns;         /* the segment's; a new value means a new image (exec) */
 	uid_t uid;
 	char seg_name[64];
+	struct seg_map *map;         /* seg_name mapped for the interval's reads; NULL until read */
 	char exe[ELIDE_SEG_EXE_MAX];
 	char comm[ELIDE_SEG_COMM_MAX];
 	char unit[128];              /* "" when none */

@@ -531,6 +531,30 @@ static int stream_entry(uint32_t index, const struct elide_seg_lock *e, void *us
 	return 0;
 }
 
+/*
+ * Read p's segment through its mapping (made on first use, dropped after
+ * any error so that the next read maps the file afresh), or with pread
+ * where it cannot be mapped.
+ */
+static int read_segment(struct elided *d, struct tracked_process *p, unsigned flags, uint64_t created_ns,
+			seg_lock_fn each, void *userdata, struct seg_snapshot **snap, char *err, size_t errlen)
+{
+	int r;
+
+	if (!p->map && seg_map_open(d->runtime_dirfd, p->seg_name, &p->map, err, errlen) < 0)
+		p->map = NULL;
+	if (!p->map)
+		return seg_read_each(d->runtime_dirfd, p->seg_name, flags, ELIDED_MAX_LOCKS_PER_PROCESS, created_ns,
+				     each, userdata, snap, err, errlen);
+	r = seg_map_read_each(p->map, d->runtime_dirfd, flags, ELIDED_MAX_LOCKS_PER_PROCESS, created_ns, each,
+			      userdata, snap, err, errlen);
+	if (r < 0) {
+		seg_map_close(p->map);
+		p->map = NULL;
+	}
+	return r;
+}
+
 static void log_read_problem(struct tracked_process *p, const char *err)
 {
 	if (strcmp(p->last_error, err))
@@ -566,8 +590,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	if (p->nlocks && p->created_ns && !(flags & SEG_READ_CHECK_PROCESS)) {
 		struct stream st = { .p = p, .pass = &ps, .per_sec = per_sec };
 
-		r = seg_read_each(d->runtime_dirfd, p->seg_name, flags, ELIDED_MAX_LOCKS_PER_PROCESS, p->created_ns,
-				  stream_entry, &st, &snap, err, sizeof(err));
+		r = read_segment(d, p, flags, p->created_ns, stream_entry, &st, &snap, err, sizeof(err));
 		if (r == 0 && st.next == p->nlocks)
 			streamed = true;
 		else if (r < 0 && !st.mismatch && r != -ESTALE) {
@@ -583,8 +606,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 		}
 	}
 	if (!streamed) {
-		r = seg_read_max(d->runtime_dirfd, p->seg_name, flags, ELIDED_MAX_LOCKS_PER_PROCESS, &snap, err,
-				 sizeof(err));
+		r = read_segment(d, p, flags, 0, NULL, NULL, &snap, err, sizeof(err));
 		if (r == -ESRCH || r == -ENOENT)
 			return -ESRCH;
 		if (r < 0) {
@@ -647,6 +669,7 @@ static void process_free(struct tracked_process *p)
 	if (!p)
 		return;
 	elfsym_maps_free(p->maps);
+	seg_map_close(p->map);
 	free_views(p->locks, p->nlocks);
 	free(p);
 }
@@ -675,6 +698,8 @@ static void supersede(struct elided *d, struct tracked_process *p, const char *n
 		log_info("pid %d: %s replaces %s (a new image)", (int)p->pid, name, p->seg_name);
 		remove_stale(d, p->seg_name);
 		snprintf(p->seg_name, sizeof(p->seg_name), "%s", name);
+		seg_map_close(p->map);
+		p->map = NULL;
 		refresh_process(d, p);
 	} else {
 		remove_stale(d, name);

@@ -2,7 +2,10 @@
 /*
  * segment-reader.c against segments built here: a valid one reads back
  * whole, every kind of hostile file is refused with its own errno and a
- * message naming the field, and garbage lock entries are skipped.
+ * message naming the field, and garbage lock entries are skipped.  The
+ * mapped reader (seg_map) reads the same, follows rewrites, notices a
+ * replaced or resized file, survives truncation in the middle of a read,
+ * and leaves every other SIGBUS fatal.
  */
 #include <check.h>
 #include <errno.h>
@@ -13,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "elide.h"
@@ -746,6 +751,201 @@ START_TEST(test_to_string)
 }
 END_TEST
 
+/* ---- mapped reads ------------------------------------------------------ */
+
+static struct seg_map *map_ok(const char *name)
+{
+	struct seg_map *m = NULL;
+	char err[SEG_ERR_MAX] = "";
+	int r;
+
+	r = seg_map_open(dfd, name, &m, err, sizeof(err));
+	ck_assert_msg(r == 0, "%s: %d (%s): %s", name, r, strerror(-r), err);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_str_eq(seg_map_name(m), name);
+	return m;
+}
+
+static struct seg_snapshot *map_read_ok(struct seg_map *m, unsigned flags)
+{
+	struct seg_snapshot *snap = NULL;
+	char err[SEG_ERR_MAX] = "";
+	int r;
+
+	r = seg_map_read_each(m, dfd, flags, UINT32_MAX, 0, NULL, NULL, &snap, err, sizeof(err));
+	ck_assert_msg(r == 0, "%d (%s): %s", r, strerror(-r), err);
+	ck_assert_ptr_nonnull(snap);
+	return snap;
+}
+
+static void map_read_fails(struct seg_map *m, seg_lock_fn each, void *userdata, int expect, const char *what)
+{
+	struct seg_snapshot *snap = NULL;
+	char err[SEG_ERR_MAX] = "";
+	int r;
+
+	r = seg_map_read_each(m, dfd, 0, UINT32_MAX, 0, each, userdata, &snap, err, sizeof(err));
+	ck_assert_msg(r == expect, "got %d (%s), expected %d; err=\"%s\"", r, r < 0 ? strerror(-r) : "ok", expect,
+		      err);
+	ck_assert_ptr_null(snap);
+	ck_assert_msg(strncmp(err, seg_map_name(m), strlen(seg_map_name(m))) == 0, "err \"%s\" names no file", err);
+	ck_assert_msg(strstr(err, what), "err \"%s\" does not mention \"%s\"", err, what);
+}
+
+START_TEST(test_map_reads_like_pread)
+{
+	WITH_SEG(s, 64, 40);
+	struct seg_snapshot *a, *b;
+	struct seg_map *m;
+
+	seg_write(&s);
+	m = map_ok(s.name);
+	a = read_ok(s.name, SEG_READ_CHECK_PROCESS);
+	b = map_read_ok(m, SEG_READ_CHECK_PROCESS);
+	ck_assert_mem_eq(&a->header, &b->header, sizeof(a->header));
+	ck_assert_mem_eq(&a->control, &b->control, sizeof(a->control));
+	ck_assert_uint_eq(a->nlocks, 41);
+	ck_assert_uint_eq(b->nlocks, a->nlocks);
+	ck_assert_mem_eq(a->locks, b->locks, a->nlocks * sizeof(*a->locks));
+	seg_snapshot_free(b);
+
+	/* The owner rewrites a counter in place: the next read sees it. */
+	ent(&s, 7)->stats[ELIDE_SEG_STAT_COMMITS] = 987654321;
+	seg_write(&s);
+	b = map_read_ok(m, 0);
+	ck_assert_uint_eq(b->locks[6].index, 7);
+	ck_assert_uint_eq(b->locks[6].lock.stats[ELIDE_SEG_STAT_COMMITS], 987654321);
+	seg_snapshot_free(a);
+	seg_snapshot_free(b);
+	seg_map_close(m);
+	seg_done(&s);
+}
+END_TEST
+
+START_TEST(test_map_replaced_and_resized)
+{
+	WITH_SEG(s, 16, 4);
+	struct seg_snapshot *snap;
+	struct seg_map *m;
+	char tmp[80];
+
+	seg_write(&s);
+	m = map_ok(s.name);
+
+	/* An exec'd image publishes a new file under the same name. */
+	hdr(&s)->created_ns = 42;
+	snprintf(tmp, sizeof(tmp), "%s.new", s.name);
+	{
+		int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pwrite(fd, s.buf, s.size, 0), (ssize_t)s.size);
+		close(fd);
+	}
+	ck_assert_int_eq(renameat(dfd, tmp, dfd, s.name), 0);
+	map_read_fails(m, NULL, NULL, -ESTALE, "replaced by another file");
+	seg_map_close(m);
+	m = map_ok(s.name);
+	snap = map_read_ok(m, 0);
+	ck_assert_uint_eq(snap->header.created_ns, 42);
+	seg_snapshot_free(snap);
+
+	/* Grown or shrunk since it was mapped. */
+	seg_truncate(s.name, (off_t)s.size + 4096);
+	map_read_fails(m, NULL, NULL, -EBADMSG, "changed size");
+	seg_truncate(s.name, (off_t)s.size - 256);
+	map_read_fails(m, NULL, NULL, -EBADMSG, "changed size");
+
+	/* Gone: the process exited. */
+	ck_assert_int_eq(unlinkat(dfd, s.name, 0), 0);
+	map_read_fails(m, NULL, NULL, -ENOENT, "cannot stat");
+	seg_map_close(m);
+	seg_done(&s);
+}
+END_TEST
+
+struct truncator {
+	const char *name;
+	uint32_t at_index;
+	unsigned seen;
+};
+
+/* The owner truncates its file while elided reads it. */
+static int truncate_midway(uint32_t index, const struct elide_seg_lock *lock, void *userdata)
+{
+	struct truncator *t = userdata;
+
+	(void)lock;
+	t->seen++;
+	if (index == t->at_index)
+		seg_truncate(t->name, LOCKS_OFFSET);
+	return 0;
+}
+
+START_TEST(test_map_truncated_while_reading)
+{
+	WITH_SEG(s, 256, 200);
+	struct truncator t = { .name = s.name, .at_index = 10 };
+	struct seg_snapshot *snap;
+	struct seg_map *m;
+
+	seg_write(&s);
+	m = map_ok(s.name);
+	/* Entries past the new end fault: the read fails, we live on. */
+	map_read_fails(m, truncate_midway, &t, -EBADMSG, "truncated while being read");
+	ck_assert_uint_ge(t.seen, 10);
+	seg_map_close(m);
+
+	/* Written whole again and mapped afresh, it reads as before. */
+	seg_write(&s);
+	m = map_ok(s.name);
+	snap = map_read_ok(m, 0);
+	ck_assert_uint_eq(snap->nlocks, 201);
+	seg_snapshot_free(snap);
+	seg_map_close(m);
+	seg_done(&s);
+}
+END_TEST
+
+/* A SIGBUS that is not a segment read stays what it was: fatal. */
+START_TEST(test_map_other_sigbus_fatal)
+{
+	WITH_SEG(s, 16, 4);
+	struct seg_map *m;
+	int status;
+	pid_t child;
+
+	seg_write(&s);
+	m = map_ok(s.name); /* installs the handler */
+#if defined(__SANITIZE_ADDRESS__)
+	fprintf(stderr, "test_map_other_sigbus_fatal: the child's SIGBUS report below is expected\n");
+#endif
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		int fd = openat(dfd, s.name, O_RDWR | O_CLOEXEC);
+		volatile const char *p;
+
+		if (fd < 0)
+			_exit(2);
+		p = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+		if (p == MAP_FAILED || ftruncate(fd, 0) < 0)
+			_exit(3);
+		(void)p[4096];
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+#if defined(__SANITIZE_ADDRESS__)
+	/* AddressSanitizer's own SIGBUS handler reports and exits. */
+	ck_assert(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) < 2));
+#else
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS, "child status 0x%x", status);
+#endif
+	seg_map_close(m);
+	seg_done(&s);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("segment-reader");
@@ -772,6 +972,10 @@ int main(void)
 	tcase_add_test(tc, test_write_lock_policy);
 	tcase_add_test(tc, test_proc);
 	tcase_add_test(tc, test_to_string);
+	tcase_add_test(tc, test_map_reads_like_pread);
+	tcase_add_test(tc, test_map_replaced_and_resized);
+	tcase_add_test(tc, test_map_truncated_while_reading);
+	tcase_add_test(tc, test_map_other_sigbus_fatal);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
