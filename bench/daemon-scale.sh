@@ -89,6 +89,8 @@ EOF
 
 ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$daemon/stat"; }
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$daemon/status"; }
+# Segments stay mapped: RssFile/RssShmem are the processes' pages, shared.
+anon_kb() { awk '/^RssAnon:/ { print $2 }' "/proc/$daemon/status"; }
 now() { date +%s.%N; }
 hz=$(getconf CLK_TCK)
 
@@ -132,6 +134,7 @@ w1=$(now)
 [ -n "$perf_pid" ] && wait "$perf_pid"
 kill -0 "$daemon" 2>/dev/null || die "elided died during the measurement"
 rss=$(rss_kb)
+anon=$(anon_kb)
 intervals=$(echo "($w1 - $w0) / $interval" | bc)
 
 cpu_s=$(echo "scale=4; ($c1 - $c0) / $hz" | bc)
@@ -147,6 +150,6 @@ cat <<EOF
 - setup: $procs processes x $locks locks, interval $interval s, warm-up $warmup s, window $seconds s
 - adoption: all $procs segments in $(echo "scale=2; ($t1 - $t0) / 1" | bc) s wall, $(echo "scale=2; $adopt_ticks / $hz" | bc) s CPU; RSS then $adopt_rss kB
 - elided CPU: $cpu_s s over $wall_s s = **$pct% of one core** ($per_interval_ms ms per interval)
-- elided RSS after the window: $rss kB
+- elided RSS after the window: $rss kB, of which $anon kB its own (RssAnon; the rest is the mapped segments, shared)
 - log warnings during the run: $warnings
 EOF

@@ -466,7 +466,7 @@ static int method_list_processes(sd_bus_message *m, void *userdata, sd_bus_error
 static int append_lock(sd_bus_message *reply, const struct lock_totals *t)
 {
 	const struct lock_view *l = t->view;
-	char name[sizeof(l->nm->name)], function[sizeof(l->nm->function)], callsite[sizeof(l->nm->callsite_text)];
+	char name[ELIDED_LOCK_NAME_MAX], function[ELIDED_LOCK_NAME_MAX], callsite[ELIDED_CALLSITE_TEXT_MAX];
 	int r;
 
 	r = sd_bus_message_open_container(reply, 'r', "ussssttttta{st}tdddsss");
@@ -475,9 +475,9 @@ static int append_lock(sd_bus_message *reply, const struct lock_totals *t)
 
 	r = sd_bus_message_append(reply, "ussssttttt",
 				  l->index, seg_kind_to_string(l->kind),
-				  bus_string(l->nm->name, name, sizeof(name)),
-				  bus_string(l->nm->function, function, sizeof(function)),
-				  bus_string(l->nm->callsite_text, callsite, sizeof(callsite)),
+				  bus_string(lock_name(l->nm), name, sizeof(name)),
+				  bus_string(lock_function(l->nm), function, sizeof(function)),
+				  bus_string(lock_callsite(l->nm), callsite, sizeof(callsite)),
 				  t->stats[ELIDE_SEG_STAT_ACQUIRED], t->stats[ELIDE_SEG_STAT_ATTEMPTS],
 				  t->stats[ELIDE_SEG_STAT_COMMITS], t->stats[ELIDE_SEG_STAT_FALLBACKS],
 				  t->stats[ELIDE_SEG_STAT_CONTENDED]);

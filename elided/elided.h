@@ -26,13 +26,39 @@ struct elfsym_maps;
 #define ELIDED_PROC_CHECK_EVERY 10u
 #define ELIDED_LOCK_NAME_MAX 128
 
-/* How a lock is called; allocated with its view, never NULL. */
+#define ELIDED_CALLSITE_TEXT_MAX (ELIDED_LOCK_NAME_MAX * 2)
+
+/*
+ * How a lock is called: its name (elide.h name, else symbol, else
+ * "0x..."), its call site's function ("" when unknown) and the call site
+ * as text ("fn+0x12 (module)"), packed in one allocation (lock-names.c).
+ * Every view has one; never NULL.
+ */
 struct lock_names {
-	char name[ELIDED_LOCK_NAME_MAX];     /* elide.h name, else symbol, else "0x..." */
-	char function[ELIDED_LOCK_NAME_MAX]; /* call site function, or "" */
-	char callsite_text[ELIDED_LOCK_NAME_MAX * 2]; /* "fn+0x12 (module)" */
-	uint64_t callsite;
+	uint64_t callsite;           /* return address of its first tracked acquisition */
+	uint16_t function_at, callsite_at; /* where the other two strings start in text */
+	char text[];                 /* name \0 function \0 callsite text \0 */
 };
+
+static inline const char *lock_name(const struct lock_names *nm)
+{
+	return nm->text;
+}
+
+static inline const char *lock_function(const struct lock_names *nm)
+{
+	return nm->text + nm->function_at;
+}
+
+static inline const char *lock_callsite(const struct lock_names *nm)
+{
+	return nm->text + nm->callsite_at;
+}
+
+/* NULL when out of memory; strings are cut to ELIDED_LOCK_NAME_MAX - 1
+ * bytes (the call site text to ELIDED_CALLSITE_TEXT_MAX - 1); NULL = "". */
+struct lock_names *lock_names_new(uint64_t callsite, const char *name, const char *function,
+				  const char *callsite_text);
 
 /* The counters elided follows per lock every interval (the rest are read
  * from the segment when somebody asks: GetLocks). */

@@ -110,34 +110,34 @@ static enum policy_mode effective_process_mode(const struct tracked_process *p)
 
 /* ---- naming locks ------------------------------------------------------ */
 
-static void name_lock(struct tracked_process *p, struct lock_view *v, const struct elide_seg_lock *e)
+/* The names of a new lock, from its entry and the process's symbols.
+ * NULL when out of memory. */
+static struct lock_names *name_lock(struct tracked_process *p, const struct elide_seg_lock *e)
 {
+	char name[ELIDED_LOCK_NAME_MAX], function[ELIDED_LOCK_NAME_MAX] = "";
+	char callsite[ELIDED_CALLSITE_TEXT_MAX];
 	struct elfsym_result res;
 	bool retried = false;
 
-	v->nm->function[0] = '\0';
-	snprintf(v->nm->callsite_text, sizeof(v->nm->callsite_text), "0x%" PRIx64, e->callsite);
+	if (e->kind == ELIDE_SEG_KIND_OVERFLOW)
+		return lock_names_new(e->callsite, "(overflow)", "", "");
+	snprintf(callsite, sizeof(callsite), "0x%" PRIx64, e->callsite);
 	if (e->name[0])
-		snprintf(v->nm->name, sizeof(v->nm->name), "%s", e->name);
+		snprintf(name, sizeof(name), "%s", e->name);
 	else
-		snprintf(v->nm->name, sizeof(v->nm->name), "0x%" PRIx64, e->addr);
-	if (e->kind == ELIDE_SEG_KIND_OVERFLOW) {
-		snprintf(v->nm->name, sizeof(v->nm->name), "(overflow)");
-		v->nm->callsite_text[0] = '\0';
-		return;
-	}
+		snprintf(name, sizeof(name), "0x%" PRIx64, e->addr);
 again:
 	if (!p->maps && elfsym_maps_load(&p->maps, p->pid) < 0)
-		return;
+		return lock_names_new(e->callsite, name, function, callsite);
 	if (!e->name[0] && elfsym_resolve(p->maps, e->addr, true, &res) == 0 && res.name[0]) {
 		if (res.offset)
-			snprintf(v->nm->name, sizeof(v->nm->name), "%.100s+0x%" PRIx64, res.name, res.offset);
+			snprintf(name, sizeof(name), "%.100s+0x%" PRIx64, res.name, res.offset);
 		else
-			snprintf(v->nm->name, sizeof(v->nm->name), "%s", res.name);
+			snprintf(name, sizeof(name), "%s", res.name);
 	}
 	if (elfsym_resolve(p->maps, e->callsite, false, &res) == 0 && res.name[0]) {
-		snprintf(v->nm->function, sizeof(v->nm->function), "%s", res.name);
-		elfsym_format(&res, e->callsite, v->nm->callsite_text, sizeof(v->nm->callsite_text));
+		snprintf(function, sizeof(function), "%s", res.name);
+		elfsym_format(&res, e->callsite, callsite, sizeof(callsite));
 	} else if (!retried && !p->maps_reloaded) {
 		/* A library loaded since we read the maps: read them again, once
 		 * per refresh (not once per lock). */
@@ -147,6 +147,7 @@ again:
 		p->maps = NULL;
 		goto again;
 	}
+	return lock_names_new(e->callsite, name, function, callsite);
 }
 
 /* ---- reading one process ----------------------------------------------- */
@@ -201,9 +202,15 @@ static void update_view(struct lock_view *v, const struct elide_seg_lock *e, boo
 
 	/* Named later via elide.h; the flag keeps the cold name off this path. */
 	if (unlikely(e->name[0] && !v->named)) {
-		snprintf(v->nm->name, sizeof(v->nm->name), "%s", e->name);
-		v->named = true;
-		v->rule_stale = true;
+		struct lock_names *nm = lock_names_new(v->nm->callsite, e->name, lock_function(v->nm),
+						       lock_callsite(v->nm));
+
+		if (nm) {
+			free(v->nm);
+			v->nm = nm;
+			v->named = true;
+			v->rule_stale = true;
+		}
 	}
 	/* kind, state, reason and policy were range-checked by the reader. */
 	v->state = (uint8_t)e->state;
@@ -265,17 +272,15 @@ static int merge_locks(struct tracked_process *p, const struct seg_snapshot *sna
 			*v = *old;
 			old->nm = NULL; /* moved to the new view */
 		} else {
-			v->nm = calloc(1, sizeof(*v->nm));
+			v->nm = name_lock(p, e);
 			if (!v->nm) {
 				free_views(views, i);
 				return -ENOMEM;
 			}
 			v->index = snap->locks[i].index;
 			v->addr = e->addr;
-			v->nm->callsite = e->callsite;
 			v->kind = (uint8_t)e->kind;
 			v->rule_stale = true;
-			name_lock(p, v, e);
 		}
 		update_view(v, e, fresh, per_sec);
 	}
@@ -383,7 +388,7 @@ static void pass_lock(struct pass *ps, struct lock_view *v)
 		return;
 	/* Names are cold: match rules only when the lock or the policy is new. */
 	if (p->rules_dirty || v->rule_stale) {
-		v->rule_mode = (uint8_t)config_lock_mode(&p->decision, v->nm->name, v->nm->function);
+		v->rule_mode = (uint8_t)config_lock_mode(&p->decision, lock_name(v->nm), lock_function(v->nm));
 		v->rule_stale = false;
 	}
 	if (ps->mode == POLICY_MODE_ADAPTIVE && v->rule_mode == POLICY_MODE_UNSET && v->override == POLICY_MODE_UNSET)
@@ -926,7 +931,7 @@ static bool lock_matches(const struct lock_view *v, const char *lock)
 {
 	char buf[32];
 
-	if (!strcmp(v->nm->name, lock))
+	if (!strcmp(lock_name(v->nm), lock))
 		return true;
 	snprintf(buf, sizeof(buf), "#%u", v->index);
 	if (!strcmp(buf, lock))

@@ -73,7 +73,7 @@ static int stub_lock(struct tracked_process *p, const char *lock, struct lock_vi
 		return -EIO;
 	}
 	for (size_t i = 0; i < p->nlocks; i++)
-		if (!strcmp(p->locks[i].nm->name, lock)) {
+		if (!strcmp(lock_name(p->locks[i].nm), lock)) {
 			*ret = &p->locks[i];
 			return 0;
 		}
@@ -174,7 +174,6 @@ int policy_mode_from_string(const char *s, enum policy_mode *ret)
 static struct elided d;
 static struct tracked_process proc_a, proc_b;
 static struct lock_view locks_a[2], locks_b[1];
-static struct lock_names names_a[2], names_b[1];
 static uint64_t totals_a[2][ELIDE_SEG_NSTATS], totals_b[1][ELIDE_SEG_NSTATS];
 static struct elide_config config;
 static char config_file0[] = "/etc/elide.conf", config_file1[] = "/etc/elide.conf.d/10-test.conf";
@@ -215,10 +214,11 @@ static void fill_state(void)
 	memset(&d, 0, sizeof(d));
 	memset(&proc_a, 0, sizeof(proc_a));
 	memset(&proc_b, 0, sizeof(proc_b));
+	for (size_t i = 0; i < ARRAY_SIZE(locks_a); i++)
+		free(locks_a[i].nm);
+	free(locks_b[0].nm);
 	memset(locks_a, 0, sizeof(locks_a));
 	memset(locks_b, 0, sizeof(locks_b));
-	memset(names_a, 0, sizeof(names_a));
-	memset(names_b, 0, sizeof(names_b));
 	memset(totals_a, 0, sizeof(totals_a));
 	memset(totals_b, 0, sizeof(totals_b));
 	memset(&config, 0, sizeof(config));
@@ -228,17 +228,16 @@ static void fill_state(void)
 	config.files[1] = config_file1;
 	config.nfiles = 2;
 
-	locks_a[0].nm = &names_a[0];
-	locks_a[1].nm = &names_a[1];
-	locks_b[0].nm = &names_b[0];
+	locks_a[0].nm = lock_names_new(0x5612, "stats_lock", "do_stats", "do_stats+0x12 (memcached)");
+	locks_a[1].nm = lock_names_new(0, "cache_lock", NULL, NULL);
+	/* Hostile bytes from a segment: U+FFFF and a stray 0xff. */
+	locks_b[0].nm = lock_names_new(0, "odd\xef\xbf\xbfname", "f\xff", NULL);
+	ck_assert(locks_a[0].nm && locks_a[1].nm && locks_b[0].nm);
 	l = &locks_a[0];
 	l->index = 2;
 	l->kind = ELIDE_SEG_KIND_MUTEX;
 	l->state = ELIDE_SEG_STATE_ELIDING;
 	l->reason = ELIDE_SEG_REASON_CONTENDED;
-	snprintf(l->nm->name, sizeof(l->nm->name), "stats_lock");
-	snprintf(l->nm->function, sizeof(l->nm->function), "do_stats");
-	snprintf(l->nm->callsite_text, sizeof(l->nm->callsite_text), "do_stats+0x12 (memcached)");
 	totals_a[0][ELIDE_SEG_STAT_ACQUIRED] = 1000;
 	totals_a[0][ELIDE_SEG_STAT_ATTEMPTS] = 900;
 	totals_a[0][ELIDE_SEG_STAT_COMMITS] = 800;
@@ -262,7 +261,6 @@ static void fill_state(void)
 	l->kind = ELIDE_SEG_KIND_RWLOCK_READ;
 	l->state = ELIDE_SEG_STATE_OFF_ADAPT;
 	l->reason = ELIDE_SEG_REASON_ABORTS;
-	snprintf(l->nm->name, sizeof(l->nm->name), "cache_lock");
 	l->override = POLICY_MODE_OFF;
 	l->rates[LOCK_RATE_ACQUIRED] = 50;
 	l->rates[LOCK_RATE_ATTEMPTS] = 10;
@@ -301,9 +299,6 @@ static void fill_state(void)
 	l->kind = ELIDE_SEG_KIND_MUTEX;
 	l->state = ELIDE_SEG_STATE_PLAIN;
 	l->reason = ELIDE_SEG_REASON_PROCESS_OFF;
-	/* Hostile bytes from a segment: U+FFFF and a stray 0xff. */
-	snprintf(l->nm->name, sizeof(l->nm->name), "odd\xef\xbf\xbfname");
-	snprintf(l->nm->function, sizeof(l->nm->function), "f\xff");
 	l->rates[LOCK_RATE_ACQUIRED] = 10;
 
 	proc_b.pid = PID_B;
@@ -704,6 +699,31 @@ START_TEST(test_get_locks)
 	calls.totals_error = -ESRCH;
 	assert_call_error(ELIDED_ERROR_NO_SUCH_PROCESS, "Process 4242 has exited", "GetLocks", "u", (uint32_t)PID_A);
 	calls.totals_error = 0;
+}
+END_TEST
+
+/* lock-names.c: packed strings, NULL as "", long ones cut at their caps. */
+START_TEST(test_lock_names)
+{
+	char long_name[400];
+	struct lock_names *nm;
+
+	nm = lock_names_new(0x1234, "a", NULL, "c (m)");
+	ck_assert_ptr_nonnull(nm);
+	ck_assert_uint_eq(nm->callsite, 0x1234);
+	ck_assert_str_eq(lock_name(nm), "a");
+	ck_assert_str_eq(lock_function(nm), "");
+	ck_assert_str_eq(lock_callsite(nm), "c (m)");
+	free(nm);
+
+	memset(long_name, 'x', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	nm = lock_names_new(0, long_name, long_name, long_name);
+	ck_assert_ptr_nonnull(nm);
+	ck_assert_uint_eq(strlen(lock_name(nm)), ELIDED_LOCK_NAME_MAX - 1);
+	ck_assert_uint_eq(strlen(lock_function(nm)), ELIDED_LOCK_NAME_MAX - 1);
+	ck_assert_uint_eq(strlen(lock_callsite(nm)), ELIDED_CALLSITE_TEXT_MAX - 1);
+	free(nm);
 }
 END_TEST
 
@@ -1216,6 +1236,7 @@ static Suite *dbus_suite(void)
 	tcase_add_test(tc, test_list_processes);
 	tcase_add_test(tc, test_get_locks);
 	tcase_add_test(tc, test_get_history);
+	tcase_add_test(tc, test_lock_names);
 	tcase_add_test(tc, test_overrides);
 	tcase_add_test(tc, test_reload);
 	tcase_add_test(tc, test_signals);
