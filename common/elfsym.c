@@ -52,7 +52,7 @@ struct elfsym_module {
 	dev_t dev;
 	uint64_t inode;   /* from the maps line; 0 = do not check */
 	bool deleted;     /* maps said " (deleted)" */
-	uint64_t map_start, map_end; /* one file-backed mapping, for map_files */
+	unsigned shared_refs; /* maps objects using it, when in the shared table */
 
 	bool loaded;      /* load attempted; error says how it went */
 	int error;
@@ -89,6 +89,65 @@ struct elfsym_maps {
 };
 
 static __thread char last_error[256];
+
+/* Modules of files that many processes map (libc...), parsed once for all
+ * maps objects while elfsym_share_modules() is on; keyed by path, device
+ * and inode. */
+static struct {
+	bool enabled;
+	struct elfsym_module **modules;
+	size_t n, cap;
+} shared;
+
+void elfsym_share_modules(bool on)
+{
+	shared.enabled = on;
+}
+
+static struct elfsym_module *shared_find(const char *path, dev_t dev, uint64_t inode)
+{
+	for (size_t i = 0; i < shared.n; i++) {
+		struct elfsym_module *m = shared.modules[i];
+
+		if (m->dev == dev && m->inode == inode && strcmp(m->path, path) == 0)
+			return m;
+	}
+	return NULL;
+}
+
+/* Out of memory only means this module is not shared. */
+static void shared_add(struct elfsym_module *m)
+{
+	if (shared.n == shared.cap) {
+		size_t ncap = shared.cap ? shared.cap * 2 : 16;
+		struct elfsym_module **n = reallocarray(shared.modules, ncap, sizeof(*n));
+
+		if (!n)
+			return;
+		shared.modules = n;
+		shared.cap = ncap;
+	}
+	shared.modules[shared.n++] = m;
+	m->shared_refs = 1;
+}
+
+/* A maps object is done with m. */
+static void module_release(struct elfsym_module *m)
+{
+	if (!m || (m->shared_refs && --m->shared_refs))
+		return;
+	for (size_t i = 0; i < shared.n; i++)
+		if (shared.modules[i] == m) {
+			shared.modules[i] = shared.modules[--shared.n];
+			break;
+		}
+	if (shared.n == 0) {
+		free(shared.modules);
+		shared.modules = NULL;
+		shared.cap = 0;
+	}
+	elfsym_module_free(m);
+}
 
 const char *elfsym_last_error(void)
 {
@@ -791,7 +850,7 @@ void elfsym_maps_free(struct elfsym_maps *maps)
 	if (!maps)
 		return;
 	for (size_t i = 0; i < maps->n_modules; i++)
-		elfsym_module_free(maps->modules[i]);
+		module_release(maps->modules[i]);
 	free(maps->modules);
 	free(maps->maps);
 	free(maps);
@@ -824,7 +883,7 @@ static int maps_add_mapping(struct elfsym_maps *maps, const struct mapping *mp)
 
 /* Finds or creates the module for (path, dev, inode); returns its index. */
 static int maps_get_module(struct elfsym_maps *maps, const char *path, bool deleted, dev_t dev,
-			   uint64_t inode, uint64_t start, uint64_t end, size_t *ret)
+			   uint64_t inode, size_t *ret)
 {
 	struct elfsym_module *m;
 
@@ -853,14 +912,23 @@ static int maps_get_module(struct elfsym_maps *maps, const char *path, bool dele
 		maps->modules = n;
 		maps->cap_modules = ncap;
 	}
+	/* A file on disk that another process maps too: parsed once.  (A
+	 * deleted file has no identity worth sharing.) */
+	m = shared.enabled && !deleted && inode ? shared_find(path, dev, inode) : NULL;
+	if (m) {
+		m->shared_refs++;
+		maps->modules[maps->n_modules] = m;
+		*ret = maps->n_modules++;
+		return 0;
+	}
 	m = module_new(path);
 	if (!m)
 		return -ENOMEM;
 	m->dev = dev;
 	m->inode = inode;
 	m->deleted = deleted;
-	m->map_start = start;
-	m->map_end = end;
+	if (shared.enabled && !deleted && inode)
+		shared_add(m);
 	maps->modules[maps->n_modules] = m;
 	*ret = maps->n_modules++;
 	return 0;
@@ -911,7 +979,7 @@ static int maps_parse_line(struct elfsym_maps *maps, char *line)
 	}
 
 	mp = (struct mapping){ .start = start, .end = end, .offset = offset };
-	r = maps_get_module(maps, path, deleted, makedev(dmaj, dmin), inode, start, end, &mp.module);
+	r = maps_get_module(maps, path, deleted, makedev(dmaj, dmin), inode, &mp.module);
 	if (r < 0)
 		return r;
 	return maps_add_mapping(maps, &mp);
@@ -959,24 +1027,27 @@ int elfsym_maps_load(struct elfsym_maps **ret, pid_t pid)
  * /proc/PID/map_files/START-END, which pins the very file that is mapped
  * (needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE), else by its path, which
  * must still name the mapped inode. */
-static int module_open(const struct elfsym_maps *maps, const struct elfsym_module *m, int *ret_fd)
+static int module_open(const struct elfsym_maps *maps, const struct mapping *mp, const struct elfsym_module *m,
+		       int *ret_fd)
 {
 	if (maps->pid != 0 || m->deleted) {
 		char mf[96];
 
 		if (maps->pid != 0)
 			snprintf(mf, sizeof(mf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64,
-				 (int)maps->pid, m->map_start, m->map_end);
+				 (int)maps->pid, mp->start, mp->end);
 		else
 			snprintf(mf, sizeof(mf), "/proc/self/map_files/%" PRIx64 "-%" PRIx64,
-				 m->map_start, m->map_end);
+				 mp->start, mp->end);
 		if (open_checked(mf, 0, ret_fd) == 0)
 			return 0;
 	}
 	return open_checked(m->path, m->inode, ret_fd);
 }
 
-static int module_ensure_loaded(const struct elfsym_maps *maps, struct elfsym_module *m)
+/* mp: a file-backed mapping of m in maps (a shared module may have been
+ * found through another process's maps). */
+static int module_ensure_loaded(const struct elfsym_maps *maps, const struct mapping *mp, struct elfsym_module *m)
 {
 	_cleanup_close_ int fd = -1;
 	int r;
@@ -984,7 +1055,7 @@ static int module_ensure_loaded(const struct elfsym_maps *maps, struct elfsym_mo
 	if (!m->loaded) {
 		m->loaded = true;
 		m->error = 0;
-		r = module_open(maps, m, &fd);
+		r = module_open(maps, mp, m, &fd);
 		if (r >= 0)
 			r = module_load_fd(m, fd);
 		if (r < 0) {
@@ -1037,7 +1108,8 @@ int elfsym_resolve(struct elfsym_maps *maps, uint64_t addr, bool want_object,
 	copy_trunc(res->module, sizeof(res->module), m->base);
 	res->file_offset = addr - mp->start + mp->offset;
 
-	r = module_ensure_loaded(maps, m);
+	/* An anonymous .bss tail directly follows its file's mapping. */
+	r = module_ensure_loaded(maps, mp->bss ? mp - 1 : mp, m);
 	if (r < 0)
 		return r;
 	r = module_vaddr(m, res->file_offset, &res->vaddr);

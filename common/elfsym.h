@@ -95,6 +95,15 @@ int elfsym_module_lookup(const struct elfsym_module *m, uint64_t vaddr, bool wan
 const char *elfsym_last_error(void);
 
 /*
+ * Share parsed modules between maps objects: a file that many processes
+ * map (libc, a common executable), identified by path, device and inode,
+ * is parsed once and freed with the last maps object using it.  For
+ * single-threaded callers that hold many maps at once (elided); off by
+ * default.  Not thread-safe: the shared table is process-wide.
+ */
+void elfsym_share_modules(bool on);
+
+/*
  * Where separate debug files are looked up by GNU build-id, for stripped
  * modules (DIR/.build-id/ab/cdef....debug, as gdb and perf do).  Default
  * /usr/lib/debug; NULL or "" restores it.  Not thread-safe: set it once.

@@ -21,6 +21,7 @@
 
 #include "dbus.h"
 #include "discovery.h"
+#include "elfsym.h"
 #include "elided.h"
 #include "hw.h"
 #include "log.h"
@@ -301,6 +302,8 @@ int main(int argc, char **argv)
 	 * instead of an mmap/munmap pair (and fresh page faults) each time. */
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 64 << 20);
+	/* Most tracked processes map the same libc: parse its symbols once. */
+	elfsym_share_modules(true);
 
 	d->config_path = strdup(config);
 	d->config_dropin_dir = dropin_dir_of(config);

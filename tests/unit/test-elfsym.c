@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +216,42 @@ START_TEST(test_libc)
 	ck_assert_str_eq(res.module, "libc.so.6");
 	dlclose(libc);
 	elfsym_maps_free(maps);
+}
+END_TEST
+
+/* Shared modules: maps of two processes (ours and a child's, the same
+ * files) resolve alike, and either can be freed first. */
+START_TEST(test_shared_modules)
+{
+	struct elfsym_maps *a, *b, *c;
+	pid_t child;
+	int status;
+
+	elfsym_share_modules(true);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	a = load_maps(0);
+	b = load_maps(child);
+	expect_sym(a, &table_lock, true, "table_lock", 0, exe_base());
+	expect_sym(b, &table_lock, true, "table_lock", 0, exe_base());
+	/* Freed first, the maps that loaded the module leave it to the other. */
+	elfsym_maps_free(a);
+	expect_sym(b, (const void *)(uintptr_t)&worker_loop, false, "worker_loop", 0, exe_base());
+	c = load_maps(0);
+	expect_sym(c, &big_bss[0], true, "big_bss", 0, exe_base());
+	elfsym_maps_free(b);
+	elfsym_maps_free(c);
+	/* Nothing left shared: a fresh maps parses again and still works. */
+	a = load_maps(0);
+	expect_sym(a, &table_lock, true, "table_lock", 0, exe_base());
+	elfsym_maps_free(a);
+	elfsym_share_modules(false);
+	kill(child, SIGKILL);
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
 }
 END_TEST
 
@@ -675,6 +712,7 @@ static Suite *elfsym_suite(void)
 	tcase_add_test(tc, test_format);
 	tcase_add_test(tc, test_libc);
 	tcase_add_test(tc, test_anonymous);
+	tcase_add_test(tc, test_shared_modules);
 	tcase_add_test(tc, test_maps_errors);
 	tcase_add_test(tc, test_module_load_path);
 	suite_add_tcase(s, tc);
