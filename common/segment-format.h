@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #define ELIDE_SEG_MAGIC "ELIDESG1"   /* 8 bytes, no NUL */
-#define ELIDE_SEG_VERSION 1u
+#define ELIDE_SEG_VERSION 2u
 #define ELIDE_SEG_HEADER_SIZE 4096u
 #define ELIDE_SEG_CONTROL_SIZE 4096u
 #define ELIDE_SEG_MAX_LOCKS 65535u
@@ -89,14 +89,15 @@ enum elide_seg_reason {
 	ELIDE_SEG_NREASONS
 };
 
-/* lock.stats[] indexes */
+/*
+ * lock.stats[] indexes.  What a reader aggregates every interval comes
+ * first (up to ABORT_OTHER), so that it lies in an entry's first two cache
+ * lines (ELIDE_SEG_LOCK_HOT_SIZE).
+ */
 enum elide_seg_stat {
 	ELIDE_SEG_STAT_ACQUIRED = 0,   /* acquisitions (estimate) */
 	ELIDE_SEG_STAT_ATTEMPTS,       /* transactions started (estimate) */
 	ELIDE_SEG_STAT_COMMITS,        /* transactions committed (estimate) */
-	ELIDE_SEG_STAT_FALLBACKS,      /* acquisitions that tried, gave up and took the real lock */
-	ELIDE_SEG_STAT_CONTENDED,      /* real acquisitions that found the lock held */
-	ELIDE_SEG_STAT_SKIPPED,        /* real acquisitions during back-off (estimate) */
 	ELIDE_SEG_STAT_CYCLES_LOST,    /* TSC cycles spent in aborted transactions (estimate) */
 	ELIDE_SEG_STAT_ABORT_CONFLICT, /* aborts by cause, exact: */
 	ELIDE_SEG_STAT_ABORT_CAPACITY,
@@ -106,6 +107,9 @@ enum elide_seg_stat {
 	ELIDE_SEG_STAT_ABORT_DEBUG,
 	ELIDE_SEG_STAT_ABORT_NESTED,
 	ELIDE_SEG_STAT_ABORT_OTHER,    /* no status bit: syscall, interrupt, page fault */
+	ELIDE_SEG_STAT_FALLBACKS,      /* acquisitions that tried, gave up and took the real lock */
+	ELIDE_SEG_STAT_CONTENDED,      /* real acquisitions that found the lock held */
+	ELIDE_SEG_STAT_SKIPPED,        /* real acquisitions during back-off (estimate) */
 	ELIDE_SEG_NSTATS
 };
 
@@ -180,24 +184,37 @@ enum elide_seg_source {
 /* lock.ctl_policy, written by elided: 0 = no decision, else elide_policy + 1 */
 #define ELIDE_SEG_CTL_NONE 0u
 
+/*
+ * One lock (or one side of an rwlock).  The first ELIDE_SEG_LOCK_HOT_SIZE
+ * bytes hold everything a reader needs every interval (identity, state,
+ * decisions, the counters through the aborts): elided reads only those two
+ * cache lines of each entry between its full reads.
+ */
 struct elide_seg_lock {
 	uint32_t kind;                /* enum elide_seg_kind */
 	uint32_t state;               /* enum elide_seg_state */
 	uint32_t reason;              /* enum elide_seg_reason */
 	uint32_t policy;              /* enum elide_policy in effect (elide.h) */
 	uint64_t addr;                /* the lock's address in the process */
-	uint64_t callsite;            /* return address of its first tracked acquisition */
-	char name[ELIDE_SEG_NAME_MAX]; /* from elide.h, NUL-terminated, or empty */
-	uint64_t stats[ELIDE_SEG_NSTATS];
 	uint32_t ctl_policy;          /* elided's decision for this lock */
 	uint32_t ctl_source;          /* enum elide_seg_source of ctl_policy */
+	uint64_t stats[ELIDE_SEG_NSTATS];
+	uint64_t callsite;            /* return address of its first tracked acquisition */
+	char name[ELIDE_SEG_NAME_MAX]; /* from elide.h, NUL-terminated, or empty */
 	uint64_t reserved[6];
 };
+
+#define ELIDE_SEG_LOCK_HOT_SIZE 128u
 
 _Static_assert(sizeof(struct elide_seg_header) == ELIDE_SEG_HEADER_SIZE, "segment header size");
 _Static_assert(sizeof(struct elide_seg_control) == ELIDE_SEG_CONTROL_SIZE, "segment control size");
 _Static_assert(sizeof(struct elide_seg_lock) == 256, "segment lock entry size");
 _Static_assert(__builtin_offsetof(struct elide_seg_lock, ctl_source) ==
 	       __builtin_offsetof(struct elide_seg_lock, ctl_policy) + 4, "ctl_policy and ctl_source are written together");
+_Static_assert(__builtin_offsetof(struct elide_seg_lock, stats[ELIDE_SEG_STAT_ABORT_OTHER + 1]) ==
+	       ELIDE_SEG_LOCK_HOT_SIZE, "the hot part ends after the abort counters");
+_Static_assert(__builtin_offsetof(struct elide_seg_lock, stats) == 32, "lock entry layout");
+_Static_assert(__builtin_offsetof(struct elide_seg_lock, callsite) == 152, "lock entry layout");
+_Static_assert(__builtin_offsetof(struct elide_seg_lock, name) == 160, "lock entry layout");
 
 #endif

@@ -56,6 +56,11 @@ enum seg_read_flags {
 	SEG_READ_CHECK_PROCESS = 1 << 0,
 	/* Header and control block only: no lock entries are read. */
 	SEG_READ_NO_LOCKS = 1 << 1,
+	/* Of each lock entry only the first ELIDE_SEG_LOCK_HOT_SIZE bytes
+	 * (identity, state, decisions, counters through the aborts); the rest
+	 * of the copy (other counters, callsite, name) is zero.  From a
+	 * mapping this reads half of each entry's cache lines. */
+	SEG_READ_HOT_ONLY = 1 << 2,
 };
 
 /* "<pid>-<starttime>.seg" or "<pid>-<starttime>-<gen>.seg" → pid, start time.

@@ -182,7 +182,7 @@ static void followed_counters(const struct elide_seg_lock *e, uint64_t out[LOCK_
 {
 	uint64_t aborts = 0;
 
-	for (int s = ELIDE_SEG_STAT_ABORT_CONFLICT; s < ELIDE_SEG_NSTATS; s++)
+	for (int s = ELIDE_SEG_STAT_ABORT_CONFLICT; s <= ELIDE_SEG_STAT_ABORT_OTHER; s++)
 		aborts += e->stats[s];
 	out[LOCK_RATE_ACQUIRED] = e->stats[ELIDE_SEG_STAT_ACQUIRED];
 	out[LOCK_RATE_ATTEMPTS] = e->stats[ELIDE_SEG_STAT_ATTEMPTS];
@@ -531,6 +531,11 @@ static int stream_entry(uint32_t index, const struct elide_seg_lock *e, void *us
 		st->mismatch = true;
 		return -EAGAIN;
 	}
+	/* The views are walked as the entries are: ask for a later one. */
+	if (st->next + 16 < st->p->nlocks) {
+		__builtin_prefetch(&st->p->locks[st->next + 16], 1);
+		__builtin_prefetch((const char *)&st->p->locks[st->next + 16] + 64, 1);
+	}
 	update_view(&st->p->locks[st->next], e, false, st->per_sec);
 	pass_lock(st->pass, &st->p->locks[st->next++]);
 	return 0;
@@ -595,7 +600,9 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	if (p->nlocks && p->created_ns && !(flags & SEG_READ_CHECK_PROCESS)) {
 		struct stream st = { .p = p, .pass = &ps, .per_sec = per_sec };
 
-		r = read_segment(d, p, flags, p->created_ns, stream_entry, &st, &snap, err, sizeof(err));
+		/* Names and call sites are not needed here: half the memory. */
+		r = read_segment(d, p, flags | SEG_READ_HOT_ONLY, p->created_ns, stream_entry, &st, &snap, err,
+				 sizeof(err));
 		if (r == 0 && st.next == p->nlocks)
 			streamed = true;
 		else if (r < 0 && !st.mismatch && r != -ESTALE) {

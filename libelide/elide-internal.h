@@ -81,7 +81,7 @@ enum lock_stat {
 	STAT_ABORT_FIRST = ELIDE_SEG_STAT_ABORT_CONFLICT, /* + enum elide_abort_cause */
 	STAT_NSTATS = ELIDE_SEG_NSTATS
 };
-_Static_assert(STAT_ABORT_FIRST + ELIDE_ABORT_NCAUSES == STAT_NSTATS, "abort causes match the segment");
+_Static_assert(STAT_ABORT_FIRST + ELIDE_ABORT_NCAUSES == ELIDE_SEG_STAT_ABORT_OTHER + 1, "abort causes match the segment");
 _Static_assert(STAT_ABORT_FIRST + ELIDE_ABORT_OTHER == ELIDE_SEG_STAT_ABORT_OTHER, "abort order");
 _Static_assert(STAT_ABORT_FIRST + ELIDE_ABORT_BUSY == ELIDE_SEG_STAT_ABORT_BUSY, "abort order");
 

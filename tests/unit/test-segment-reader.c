@@ -367,7 +367,8 @@ START_TEST(test_bad_header_fields)
 		uint32_t value;
 		const char *what;
 	} cases[] = {
-		{ offsetof(struct elide_seg_header, version), 2, "version" },
+		{ offsetof(struct elide_seg_header, version), ELIDE_SEG_VERSION + 1, "version" },
+		{ offsetof(struct elide_seg_header, version), 1, "version" }, /* the layout before the hot part */
 		{ offsetof(struct elide_seg_header, version), 0, "version" },
 		{ offsetof(struct elide_seg_header, header_size), 8192, "header_size" },
 		{ offsetof(struct elide_seg_header, control_offset), 0, "control_offset" },
@@ -808,6 +809,29 @@ START_TEST(test_map_reads_like_pread)
 	ck_assert_uint_eq(b->nlocks, a->nlocks);
 	ck_assert_mem_eq(a->locks, b->locks, a->nlocks * sizeof(*a->locks));
 	seg_snapshot_free(b);
+
+	/* Hot only, mapped or not: the first two cache lines, zeros after. */
+	for (int mapped = 0; mapped < 2; mapped++) {
+		struct seg_snapshot *hot = NULL;
+		char err[SEG_ERR_MAX] = "";
+
+		if (mapped)
+			ck_assert_int_eq(seg_map_read_each(m, dfd, SEG_READ_HOT_ONLY, UINT32_MAX, 0, NULL, NULL, &hot, err,
+							   sizeof(err)), 0);
+		else
+			ck_assert_int_eq(seg_read_each(dfd, s.name, SEG_READ_HOT_ONLY, UINT32_MAX, 0, NULL, NULL, &hot, err,
+						       sizeof(err)), 0);
+		ck_assert_uint_eq(hot->nlocks, a->nlocks);
+		for (uint32_t i = 0; i < hot->nlocks; i++) {
+			static const char zeros[sizeof(struct elide_seg_lock) - ELIDE_SEG_LOCK_HOT_SIZE];
+
+			ck_assert_uint_eq(hot->locks[i].index, a->locks[i].index);
+			ck_assert_mem_eq(&hot->locks[i].lock, &a->locks[i].lock, ELIDE_SEG_LOCK_HOT_SIZE);
+			ck_assert_mem_eq((const char *)&hot->locks[i].lock + ELIDE_SEG_LOCK_HOT_SIZE, zeros,
+					 sizeof(zeros));
+		}
+		seg_snapshot_free(hot);
+	}
 
 	/* The owner rewrites a counter in place: the next read sees it. */
 	ent(&s, 7)->stats[ELIDE_SEG_STAT_COMMITS] = 987654321;
