@@ -4,7 +4,7 @@
  * well-behaved process would, for the elided tests and the scale bench.
  *
  *   seg-forge --dir D --pid P [--locks N] [--corrupt KIND] [--name NAME]
- *             [--owner UID] [--other-pid Q] [--grow SECS] [--animate SECS]
+ *             [--owner UID] [--other-pid Q] [--grow SECS] [--flap SECS] [--animate SECS]
  *   seg-forge --dir D --pid P --symlink TARGET | --fifo
  *   seg-forge --dir D --junk N
  *   seg-forge --dir D --animate SECS          (every segment in D)
@@ -57,6 +57,7 @@ static const char *arg_symlink;
 static bool arg_fifo;
 static long arg_owner = -1;
 static double arg_grow = -1;
+static double arg_flap = -1;
 static double arg_animate = -1;
 static long arg_junk = -1;
 
@@ -439,6 +440,29 @@ static void write_forged(int fd, const struct forged *f)
 	pwrite_or_die(fd, f->locks, table, LOCKS_OFFSET);
 }
 
+/*
+ * --flap: the daemon adopted a valid file; now cut it to its header and
+ * write it back whole, again and again, so that a reader going through a
+ * mapping finds pages gone in the middle of a read.  Ends valid.
+ */
+static void flap(int fd, const struct forged *f, double seconds)
+{
+	double end = mono_s() + seconds;
+	unsigned long cuts = 0;
+
+	while (!stop && mono_s() < end) {
+		if (ftruncate(fd, LOCKS_OFFSET) < 0)
+			die("ftruncate: %m");
+		write_forged(fd, f);
+		cuts++;
+		/* Whole most of the time: a read passes its size check, then
+		 * the next cut lands in the middle of it. */
+		sleep_s(0.0005);
+	}
+	write_forged(fd, f);
+	fprintf(stderr, "seg-forge: cut the file %lu times\n", cuts);
+}
+
 /* Create `name` in dirfd atomically: written under a non-segment name, renamed. */
 static int create_file(int dirfd, const char *name, const struct forged *f, uid_t owner)
 {
@@ -628,7 +652,7 @@ static void junk(int dirfd, long n)
 		case 3:
 			break;
 		default:
-			f.h.version = 2;
+			f.h.version = ELIDE_SEG_VERSION + 1;
 			break;
 		}
 		close(create_file(dirfd, name, &f, geteuid()));
@@ -642,7 +666,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: seg-forge --dir DIR --pid PID [--locks N] [--corrupt KIND] [--name NAME]\n"
-		"                 [--owner UID] [--other-pid PID] [--grow SECS] [--animate SECS]\n"
+		"                 [--owner UID] [--other-pid PID] [--grow SECS] [--flap SECS] [--animate SECS]\n"
 		"       seg-forge --dir DIR --pid PID --symlink TARGET | --fifo [--name NAME]\n"
 		"       seg-forge --dir DIR --junk N\n"
 		"       seg-forge --dir DIR --animate SECS     (every segment in DIR; 0 = until killed)\n"
@@ -689,6 +713,7 @@ int main(int argc, char **argv)
 		{ "symlink", required_argument, NULL, 's' },
 		{ "fifo", no_argument, NULL, 'f' },
 		{ "grow", required_argument, NULL, 'g' },
+		{ "flap", required_argument, NULL, 'F' },
 		{ "animate", required_argument, NULL, 'a' },
 		{ "junk", required_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -731,6 +756,9 @@ int main(int argc, char **argv)
 			break;
 		case 'g':
 			arg_grow = parse_seconds(optarg, "--grow seconds");
+			break;
+		case 'F':
+			arg_flap = parse_seconds(optarg, "--flap seconds");
 			break;
 		case 'a':
 			arg_animate = parse_seconds(optarg, "--animate seconds");
@@ -798,6 +826,8 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (arg_grow >= 0)
 		grow(fd, &f, arg_grow);
+	if (arg_flap >= 0)
+		flap(fd, &f, arg_flap);
 	if (arg_animate >= 0)
 		animate(dirfd, fd, arg_animate);
 	close(fd);

@@ -5,7 +5,8 @@
 # runs on a private runtime directory (--no-bus --no-bpf, interval 0.2 s) and
 # seg-forge throws at it, each naming a live `sleep` of ours: every kind of
 # corrupt header, garbage lock entries, a file that grows, shrinks and turns
-# sparse while the daemon tracks it, symlinks (to a root-only file and to a
+# sparse while the daemon tracks it, a file cut short again and again while
+# the daemon reads it through its mapping, symlinks (to a root-only file and to a
 # valid segment), a FIFO, a hard link, files whose owner is not the
 # process's, and a flood of 3000 junk files plus 300 valid segments of one
 # uid against daemon.max_segments_per_uid = 64.
@@ -22,7 +23,8 @@ elided="$top_builddir/elided/elided"
 forge="$top_builddir/tests/integration/seg-forge"
 
 # The daemon idles at ~4 MiB.  After the flood it tracks 64 processes (each a
-# few KiB plus the symbol tables of the libc it names locks in) and knows
+# few KiB and its mapped segment's pages, plus once the symbol tables of the
+# libc it names locks in) and knows
 # ~3000 file names: a few MiB more.  64 MiB leaves room for allocator slack
 # while catching anything that grows with the number of files or rejections.
 RSS_LIMIT_KB=$((64 * 1024))
@@ -199,6 +201,30 @@ else
 fi
 exited "$p" && fail "grow: pid $p dropped although alive"
 serving "grow"
+
+# ---- a file cut short while the daemon reads it -----------------------------
+# elided keeps segments mapped: a truncation in the middle of a read faults
+# (SIGBUS), which must fail that read only.  Whether a cut lands inside a
+# read is timing; the daemon surviving and still serving is what is asserted.
+spawn
+p=$spawned
+"$forge" --dir "$rundir" --pid "$p" --locks 4000 --flap 3 >"$tmp/flap.out" 2>"$tmp/flap.err" &
+flapper=$!
+poll 12 adopted "$p" && ok "flap: adopted" || fail "flap: not adopted"
+root_tracked+=("$p")
+for _ in $(seq 1 100); do
+	kill -0 "$flapper" 2>/dev/null || break
+	alive "flap"
+	sleep 0.1
+done
+wait "$flapper" || fail "flap: seg-forge failed"
+name=$(cat "$tmp/flap.out")
+alive "flap"
+cuts=$(grep -o "cut the file [0-9]* times" "$tmp/flap.err" || true)
+faults=$(grep -cF "$name: truncated while being read" "$log" || true)
+ok "flap: $cuts; $faults read(s) hit by a cut (SIGBUS caught), $(grep -cF "$name: " "$log") warning(s) in all"
+exited "$p" && fail "flap: pid $p dropped although alive"
+serving "flap"
 
 # ---- symlinks: never followed, targets untouched ----------------------------
 secret="$tmp/secret"
