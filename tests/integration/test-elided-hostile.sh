@@ -176,23 +176,36 @@ for kind in kinds names; do
 	alive "$kind"
 done
 
-# ---- a file that changes under the daemon ------------------------------------
-spawn
-p=$spawned
-"$forge" --dir "$rundir" --pid "$p" --locks 16 --grow 3 >"$tmp/grow.out" &
-grower=$!
-# Adopted in a moment when it is valid, at the latest once it is valid again
-# at the end (refused files are retried every fifth interval).
-poll 12 adopted "$p" && ok "grow: adopted while valid" || fail "grow: not adopted"
-root_tracked+=("$p")
-for _ in $(seq 1 100); do
-	kill -0 "$grower" 2>/dev/null || break
-	alive "grow"
-	sleep 0.1
-done
-wait "$grower" || fail "grow: seg-forge failed"
-name=$(cat "$tmp/grow.out")
-alive "grow"
+# ---- files that change under the daemon --------------------------------------
+
+# changing KIND FORGE-ARGS...: a live process whose segment seg-forge keeps
+# changing (in the background, with FORGE-ARGS) while the daemon tracks it;
+# returns once seg-forge is done.  Sets p (the pid) and name (the file);
+# seg-forge's stderr is in $tmp/KIND.err.
+changing() {
+	local kind=$1 forger
+	shift
+	spawn
+	p=$spawned
+	"$forge" --dir "$rundir" --pid "$p" "$@" >"$tmp/$kind.out" 2>"$tmp/$kind.err" &
+	forger=$!
+	# Adopted in a moment when it is valid, at the latest once it is valid
+	# again at the end (refused files are retried every fifth interval).
+	poll 12 adopted "$p" && ok "$kind: adopted" || fail "$kind: not adopted"
+	root_tracked+=("$p")
+	for _ in $(seq 1 100); do
+		kill -0 "$forger" 2>/dev/null || break
+		alive "$kind"
+		sleep 0.1
+	done
+	wait "$forger" || fail "$kind: seg-forge failed"
+	name=$(cat "$tmp/$kind.out")
+	alive "$kind"
+}
+
+# Grows (with and without its header agreeing), turns sparse and huge, then
+# tiny, then valid again.
+changing grow --locks 16 --grow 3
 n=$(grep -cF "$name: " "$log")
 if [ "$n" -gt 0 ]; then
 	ok "grow: $n warning(s) about $name, e.g. $(grep -F "$name: " "$log" | sed -n '1p;$p' | sed 's/^elided: //' | paste -sd'|')"
@@ -202,24 +215,11 @@ fi
 exited "$p" && fail "grow: pid $p dropped although alive"
 serving "grow"
 
-# ---- a file cut short while the daemon reads it -----------------------------
-# elided keeps segments mapped: a truncation in the middle of a read faults
-# (SIGBUS), which must fail that read only.  Whether a cut lands inside a
-# read is timing; the daemon surviving and still serving is what is asserted.
-spawn
-p=$spawned
-"$forge" --dir "$rundir" --pid "$p" --locks 4000 --flap 3 >"$tmp/flap.out" 2>"$tmp/flap.err" &
-flapper=$!
-poll 12 adopted "$p" && ok "flap: adopted" || fail "flap: not adopted"
-root_tracked+=("$p")
-for _ in $(seq 1 100); do
-	kill -0 "$flapper" 2>/dev/null || break
-	alive "flap"
-	sleep 0.1
-done
-wait "$flapper" || fail "flap: seg-forge failed"
-name=$(cat "$tmp/flap.out")
-alive "flap"
+# Cut short while the daemon reads it.  elided keeps segments mapped: a
+# truncation in the middle of a read faults (SIGBUS), which must fail that
+# read only.  Whether a cut lands inside a read is timing; the daemon
+# surviving and still serving is what is asserted.
+changing flap --locks 4000 --flap 3
 cuts=$(grep -o "cut the file [0-9]* times" "$tmp/flap.err" || true)
 faults=$(grep -cF "$name: truncated while being read" "$log" || true)
 ok "flap: $cuts; $faults read(s) hit by a cut (SIGBUS caught), $(grep -cF "$name: " "$log") warning(s) in all"

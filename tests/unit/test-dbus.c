@@ -206,6 +206,22 @@ int elided_read_lock_totals(struct elided *daemon, struct tracked_process *p, st
 	return 0;
 }
 
+/* What the segment says of stats_lock (GetLocks checks every field). */
+static const uint64_t stats_lock_totals[ELIDE_SEG_NSTATS] = {
+	[ELIDE_SEG_STAT_ACQUIRED] = 1000,
+	[ELIDE_SEG_STAT_ATTEMPTS] = 900,
+	[ELIDE_SEG_STAT_COMMITS] = 800,
+	[ELIDE_SEG_STAT_FALLBACKS] = 50,
+	[ELIDE_SEG_STAT_CONTENDED] = 70,
+	[ELIDE_SEG_STAT_CYCLES_LOST] = 12345,
+	[ELIDE_SEG_STAT_ABORT_CONFLICT] = 60,
+	[ELIDE_SEG_STAT_ABORT_CAPACITY] = 30,
+	[ELIDE_SEG_STAT_ABORT_BUSY] = 5,
+	[ELIDE_SEG_STAT_ABORT_EXPLICIT] = 3,
+	[ELIDE_SEG_STAT_ABORT_RETRY] = 1,
+	[ELIDE_SEG_STAT_ABORT_OTHER] = 1,
+};
+
 static void fill_state(void)
 {
 	struct lock_view *l;
@@ -238,18 +254,7 @@ static void fill_state(void)
 	l->kind = ELIDE_SEG_KIND_MUTEX;
 	l->state = ELIDE_SEG_STATE_ELIDING;
 	l->reason = ELIDE_SEG_REASON_CONTENDED;
-	totals_a[0][ELIDE_SEG_STAT_ACQUIRED] = 1000;
-	totals_a[0][ELIDE_SEG_STAT_ATTEMPTS] = 900;
-	totals_a[0][ELIDE_SEG_STAT_COMMITS] = 800;
-	totals_a[0][ELIDE_SEG_STAT_FALLBACKS] = 50;
-	totals_a[0][ELIDE_SEG_STAT_CONTENDED] = 70;
-	totals_a[0][ELIDE_SEG_STAT_CYCLES_LOST] = 12345;
-	totals_a[0][ELIDE_SEG_STAT_ABORT_CONFLICT] = 60;
-	totals_a[0][ELIDE_SEG_STAT_ABORT_CAPACITY] = 30;
-	totals_a[0][ELIDE_SEG_STAT_ABORT_BUSY] = 5;
-	totals_a[0][ELIDE_SEG_STAT_ABORT_EXPLICIT] = 3;
-	totals_a[0][ELIDE_SEG_STAT_ABORT_RETRY] = 1;
-	totals_a[0][ELIDE_SEG_STAT_ABORT_OTHER] = 1;
+	memcpy(totals_a[0], stats_lock_totals, sizeof(totals_a[0]));
 	l->rates[LOCK_RATE_ACQUIRED] = 100;
 	l->rates[LOCK_RATE_ATTEMPTS] = 90;
 	l->rates[LOCK_RATE_COMMITS] = 80;
