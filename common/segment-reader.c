@@ -423,6 +423,27 @@ static const char *seg_lock_invalid(uint32_t index, const struct elide_seg_lock 
 	return NULL;
 }
 
+/* What is wrong with an entry seg_lock_invalid() refused, with its values. */
+static void seg_lock_explain(uint32_t index, const struct elide_seg_lock *e, const char *what, char *buf,
+			     size_t size)
+{
+	if (!strcmp(what, "kind"))
+		snprintf(buf, size, "entry %u: kind %u out of range 0..%u", index, e->kind, ELIDE_SEG_KIND_OVERFLOW);
+	else if (!strcmp(what, "overflow kind"))
+		snprintf(buf, size, "entry %u: kind %u, but only entry %u is the overflow entry", index, e->kind,
+			 SEG_OVERFLOW_INDEX);
+	else if (!strcmp(what, "state"))
+		snprintf(buf, size, "entry %u: state %u out of range 0..%u", index, e->state, ELIDE_SEG_STATE_OFF_ADAPT);
+	else if (!strcmp(what, "reason"))
+		snprintf(buf, size, "entry %u: reason %u out of range 0..%u", index, e->reason, ELIDE_SEG_NREASONS - 1);
+	else if (!strcmp(what, "policy"))
+		snprintf(buf, size, "entry %u: policy %u out of range 0..%u", index, e->policy, ELIDE_POLICY_NEVER);
+	else if (!strcmp(what, "name"))
+		snprintf(buf, size, "entry %u: name is not NUL-terminated", index);
+	else
+		snprintf(buf, size, "entry %u: %s", index, what);
+}
+
 void seg_snapshot_free(struct seg_snapshot *snap)
 {
 	if (!snap)
@@ -499,8 +520,11 @@ static int seg_read_locks(const struct seg_source *src, const char *name, struct
 				memset((char *)e + ELIDE_SEG_LOCK_HOT_SIZE, 0, sizeof(*e) - ELIDE_SEG_LOCK_HOT_SIZE);
 			if (e->kind == ELIDE_SEG_KIND_FREE)
 				continue;
-			if (seg_lock_invalid(first + i, e)) {
-				snap->nbad_locks++;
+			const char *bad = seg_lock_invalid(first + i, e);
+
+			if (bad) {
+				if (snap->nbad_locks++ == 0)
+					seg_lock_explain(first + i, e, bad, snap->first_bad, sizeof(snap->first_bad));
 				continue;
 			}
 			if (each) {

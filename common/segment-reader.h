@@ -46,6 +46,7 @@ struct seg_snapshot {
 	uint32_t nlocks;              /* entries in locks[] (in use, valid) */
 	struct seg_lock_snapshot *locks;
 	uint32_t nbad_locks;          /* in-use entries rejected (garbage), not in locks[] */
+	char first_bad[96];           /* the first one's problem, "entry 5: state 7 out of range 0..3" */
 	uint32_t nskipped_locks;      /* entries past the caller's max_locks, not read */
 };
 

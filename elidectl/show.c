@@ -248,8 +248,8 @@ static void show_header(const struct seg_snapshot *snap, size_t total, size_t sh
 	if (shown < total)
 		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ", %zu shown", shown);
 	if (snap->nbad_locks)
-		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ", %u malformed entries skipped",
-			 snap->nbad_locks);
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ", %u malformed entries skipped (first %s)",
+			 snap->nbad_locks, snap->first_bad);
 	header_line("Locks", buf);
 }
 

@@ -653,7 +653,8 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 		p->warned_skipped = true;
 	}
 	if (snap->nbad_locks && !p->warned_bad) {
-		log_warning("%s: %u lock entries are invalid and ignored", p->seg_name, snap->nbad_locks);
+		log_warning("%s: %u lock entries are invalid and ignored, first %s", p->seg_name, snap->nbad_locks,
+			    snap->first_bad);
 		p->warned_bad = true;
 	}
 	p->elision = snap->header.elision;

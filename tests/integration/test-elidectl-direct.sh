@@ -51,9 +51,11 @@ rundir=$work/run
 mkdir "$rundir" || exit 1
 pid=
 pid2=
+spid=
 cleanup() {
 	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
 	[ -n "$pid2" ] && kill -KILL "$pid2" 2>/dev/null
+	[ -n "$spid" ] && kill -KILL "$spid" 2>/dev/null
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -189,6 +191,26 @@ if [ $rc -eq 0 ] && grep -q '^LOCK  *KIND  *CALL-SITE  *ACQUIRED  *ELIDED%  *COM
 else
 	fail "show table (exit $rc):"; cat "$work/show.txt" >&2
 fi
+
+# A segment with garbage entries: shown, the garbage counted and the first
+# bad entry explained (seg-forge --corrupt kinds: out-of-range kinds).
+sleep 60 &
+spid=$!
+if bad=$("$top_builddir/tests/integration/seg-forge" --dir "$rundir" --pid "$spid" --locks 8 --corrupt kinds); then
+	"$elidectl" show "$spid" >"$work/bad.txt" 2>&1
+	rc=$?
+	if [ $rc -eq 0 ] && grep -q "malformed entries skipped (first entry [0-9]*: " "$work/bad.txt"; then
+		ok "show explains malformed entries: $(grep -o "[0-9]* malformed.*" "$work/bad.txt")"
+	else
+		fail "show with malformed entries (exit $rc):"; cat "$work/bad.txt" >&2
+	fi
+else
+	fail "seg-forge --corrupt kinds"
+fi
+kill "$spid" 2>/dev/null
+wait "$spid" 2>/dev/null
+spid=
+[ -n "${bad:-}" ] && rm -f "$rundir/$bad"
 
 # --sort and --max
 for key in name acquired commits aborts conflict capacity cycles; do

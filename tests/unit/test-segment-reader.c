@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "elide.h"
+#include "macros.h"
 #include "segment-reader.h"
 
 #define LOCKS_OFFSET (ELIDE_SEG_HEADER_SIZE + ELIDE_SEG_CONTROL_SIZE)
@@ -467,6 +468,7 @@ START_TEST(test_bad_entries_skipped)
 	seg_write(&s);
 	snap = read_ok(s.name, 0);
 	ck_assert_uint_eq(snap->nbad_locks, 7);
+	ck_assert_str_eq(snap->first_bad, "entry 0: index 0 in use");
 	/* 1 (overflow), 2, 10, 11 */
 	ck_assert_uint_eq(snap->nlocks, 4);
 	ck_assert_uint_eq(snap->locks[0].index, 1);
@@ -476,6 +478,44 @@ START_TEST(test_bad_entries_skipped)
 	ck_assert_uint_eq(snap->locks[3].index, 11);
 	seg_snapshot_free(snap);
 	seg_done(&s);
+}
+END_TEST
+
+/* Each kind of garbage entry, explained with its value. */
+START_TEST(test_bad_entry_explained)
+{
+	static const struct {
+		uint32_t index;
+		const char *expect;
+	} cases[] = {
+		{ 3, "entry 3: kind 9 out of range 0..4" },
+		{ 4, "entry 4: state 7 out of range 0..3" },
+		{ 5, "entry 5: name is not NUL-terminated" },
+		{ 6, "entry 6: reason 10 out of range 0..9" },
+		{ 7, "entry 7: policy 3 out of range 0..2" },
+		{ 8, "entry 8: kind 4, but only entry 1 is the overflow entry" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		WITH_SEG(s, 16, 8);
+		struct elide_seg_lock *e = ent(&s, cases[i].index);
+		struct seg_snapshot *snap;
+
+		switch (cases[i].index) {
+		case 3: e->kind = 9; break;
+		case 4: e->state = 7; break;
+		case 5: memset(e->name, 'n', ELIDE_SEG_NAME_MAX); break;
+		case 6: e->reason = ELIDE_SEG_NREASONS; break;
+		case 7: e->policy = 3; break;
+		default: e->kind = ELIDE_SEG_KIND_OVERFLOW; break;
+		}
+		seg_write(&s);
+		snap = read_ok(s.name, 0);
+		ck_assert_uint_eq(snap->nbad_locks, 1);
+		ck_assert_str_eq(snap->first_bad, cases[i].expect);
+		seg_snapshot_free(snap);
+		seg_done(&s);
+	}
 }
 END_TEST
 
@@ -988,6 +1028,7 @@ int main(void)
 	tcase_add_test(tc, test_bad_magic_and_identity);
 	tcase_add_test(tc, test_strings_without_nul);
 	tcase_add_test(tc, test_bad_entries_skipped);
+	tcase_add_test(tc, test_bad_entry_explained);
 	tcase_add_test(tc, test_stale);
 	tcase_add_test(tc, test_owner);
 	tcase_add_test(tc, test_not_regular);
