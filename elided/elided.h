@@ -35,7 +35,6 @@ struct elfsym_maps;
  * Every view has one; never NULL.
  */
 struct lock_names {
-	uint64_t callsite;           /* return address of its first tracked acquisition */
 	uint16_t function_at, callsite_at; /* where the other two strings start in text */
 	char text[];                 /* name \0 function \0 callsite text \0 */
 };
@@ -57,8 +56,7 @@ static inline const char *lock_callsite(const struct lock_names *nm)
 
 /* NULL when out of memory; strings are cut to ELIDED_LOCK_NAME_MAX - 1
  * bytes (the call site text to ELIDED_CALLSITE_TEXT_MAX - 1); NULL = "". */
-struct lock_names *lock_names_new(uint64_t callsite, const char *name, const char *function,
-				  const char *callsite_text);
+struct lock_names *lock_names_new(const char *name, const char *function, const char *callsite_text);
 
 /* The counters elided follows per lock every interval (the rest are read
  * from the segment when somebody asks: GetLocks). */

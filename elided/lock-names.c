@@ -14,8 +14,7 @@ static size_t capped_len(const char *s, size_t cap)
 	return s ? strnlen(s, cap - 1) : 0;
 }
 
-struct lock_names *lock_names_new(uint64_t callsite, const char *name, const char *function,
-				  const char *callsite_text)
+struct lock_names *lock_names_new(const char *name, const char *function, const char *callsite_text)
 {
 	size_t name_len = capped_len(name, ELIDED_LOCK_NAME_MAX);
 	size_t function_len = capped_len(function, ELIDED_LOCK_NAME_MAX);
@@ -25,7 +24,6 @@ struct lock_names *lock_names_new(uint64_t callsite, const char *name, const cha
 
 	if (!nm)
 		return NULL;
-	nm->callsite = callsite;
 	nm->function_at = (uint16_t)(name_len + 1);
 	nm->callsite_at = (uint16_t)(name_len + 1 + function_len + 1);
 	text = nm->text;

@@ -120,7 +120,7 @@ static struct lock_names *name_lock(struct tracked_process *p, const struct elid
 	bool retried = false;
 
 	if (e->kind == ELIDE_SEG_KIND_OVERFLOW)
-		return lock_names_new(e->callsite, "(overflow)", "", "");
+		return lock_names_new("(overflow)", "", "");
 	snprintf(callsite, sizeof(callsite), "0x%" PRIx64, e->callsite);
 	if (e->name[0])
 		snprintf(name, sizeof(name), "%s", e->name);
@@ -128,7 +128,7 @@ static struct lock_names *name_lock(struct tracked_process *p, const struct elid
 		snprintf(name, sizeof(name), "0x%" PRIx64, e->addr);
 again:
 	if (!p->maps && elfsym_maps_load(&p->maps, p->pid) < 0)
-		return lock_names_new(e->callsite, name, function, callsite);
+		return lock_names_new(name, function, callsite);
 	if (!e->name[0] && elfsym_resolve(p->maps, e->addr, true, &res) == 0 && res.name[0]) {
 		if (res.offset)
 			snprintf(name, sizeof(name), "%.100s+0x%" PRIx64, res.name, res.offset);
@@ -147,7 +147,7 @@ again:
 		p->maps = NULL;
 		goto again;
 	}
-	return lock_names_new(e->callsite, name, function, callsite);
+	return lock_names_new(name, function, callsite);
 }
 
 /* ---- reading one process ----------------------------------------------- */
@@ -202,8 +202,7 @@ static void update_view(struct lock_view *v, const struct elide_seg_lock *e, boo
 
 	/* Named later via elide.h; the flag keeps the cold name off this path. */
 	if (unlikely(e->name[0] && !v->named)) {
-		struct lock_names *nm = lock_names_new(v->nm->callsite, e->name, lock_function(v->nm),
-						       lock_callsite(v->nm));
+		struct lock_names *nm = lock_names_new(e->name, lock_function(v->nm), lock_callsite(v->nm));
 
 		if (nm) {
 			free(v->nm);

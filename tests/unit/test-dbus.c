@@ -244,10 +244,10 @@ static void fill_state(void)
 	config.files[1] = config_file1;
 	config.nfiles = 2;
 
-	locks_a[0].nm = lock_names_new(0x5612, "stats_lock", "do_stats", "do_stats+0x12 (memcached)");
-	locks_a[1].nm = lock_names_new(0, "cache_lock", NULL, NULL);
+	locks_a[0].nm = lock_names_new("stats_lock", "do_stats", "do_stats+0x12 (memcached)");
+	locks_a[1].nm = lock_names_new("cache_lock", NULL, NULL);
 	/* Hostile bytes from a segment: U+FFFF and a stray 0xff. */
-	locks_b[0].nm = lock_names_new(0, "odd\xef\xbf\xbfname", "f\xff", NULL);
+	locks_b[0].nm = lock_names_new("odd\xef\xbf\xbfname", "f\xff", NULL);
 	ck_assert(locks_a[0].nm && locks_a[1].nm && locks_b[0].nm);
 	l = &locks_a[0];
 	l->index = 2;
@@ -713,9 +713,8 @@ START_TEST(test_lock_names)
 	char long_name[400];
 	struct lock_names *nm;
 
-	nm = lock_names_new(0x1234, "a", NULL, "c (m)");
+	nm = lock_names_new("a", NULL, "c (m)");
 	ck_assert_ptr_nonnull(nm);
-	ck_assert_uint_eq(nm->callsite, 0x1234);
 	ck_assert_str_eq(lock_name(nm), "a");
 	ck_assert_str_eq(lock_function(nm), "");
 	ck_assert_str_eq(lock_callsite(nm), "c (m)");
@@ -723,7 +722,7 @@ START_TEST(test_lock_names)
 
 	memset(long_name, 'x', sizeof(long_name) - 1);
 	long_name[sizeof(long_name) - 1] = '\0';
-	nm = lock_names_new(0, long_name, long_name, long_name);
+	nm = lock_names_new(long_name, long_name, long_name);
 	ck_assert_ptr_nonnull(nm);
 	ck_assert_uint_eq(strlen(lock_name(nm)), ELIDED_LOCK_NAME_MAX - 1);
 	ck_assert_uint_eq(strlen(lock_function(nm)), ELIDED_LOCK_NAME_MAX - 1);
