@@ -402,46 +402,45 @@ static int seg_read_header(const struct seg_source *src, const char *name, const
 	return 0;
 }
 
-/* Why an in-use entry is garbage, or NULL when it is valid. */
-static const char *seg_lock_invalid(uint32_t index, const struct elide_seg_lock *e)
+/* For seg_lock_valid(): say what is wrong (when asked) and refuse. */
+_printf_(3, 4)
+static bool entry_refused(char *why, size_t size, const char *fmt, ...)
 {
-	if (e->kind > ELIDE_SEG_KIND_OVERFLOW)
-		return "kind";
-	if (index == 0)
-		return "index 0 in use";
-	if ((e->kind == ELIDE_SEG_KIND_OVERFLOW) != (index == SEG_OVERFLOW_INDEX))
-		return "overflow kind";
-	if (e->state > ELIDE_SEG_STATE_OFF_ADAPT)
-		return "state";
-	if (e->reason >= ELIDE_SEG_NREASONS)
-		return "reason";
-	if (e->policy > ELIDE_POLICY_NEVER)
-		return "policy";
-	/* Most locks have no name: an empty one is terminated by definition. */
-	if (e->name[0] && !has_nul(e->name, sizeof(e->name)))
-		return "name";
-	return NULL;
+	va_list ap;
+
+	if (why && size) {
+		va_start(ap, fmt);
+		vsnprintf(why, size, fmt, ap);
+		va_end(ap);
+	}
+	return false;
 }
 
-/* What is wrong with an entry seg_lock_invalid() refused, with its values. */
-static void seg_lock_explain(uint32_t index, const struct elide_seg_lock *e, const char *what, char *buf,
-			     size_t size)
+/* Whether an in-use entry is valid; if not, `why` (when not NULL) says
+ * what is wrong with it, values included. */
+static bool seg_lock_valid(uint32_t index, const struct elide_seg_lock *e, char *why, size_t size)
 {
-	if (!strcmp(what, "kind"))
-		snprintf(buf, size, "entry %u: kind %u out of range 0..%u", index, e->kind, ELIDE_SEG_KIND_OVERFLOW);
-	else if (!strcmp(what, "overflow kind"))
-		snprintf(buf, size, "entry %u: kind %u, but only entry %u is the overflow entry", index, e->kind,
-			 SEG_OVERFLOW_INDEX);
-	else if (!strcmp(what, "state"))
-		snprintf(buf, size, "entry %u: state %u out of range 0..%u", index, e->state, ELIDE_SEG_STATE_OFF_ADAPT);
-	else if (!strcmp(what, "reason"))
-		snprintf(buf, size, "entry %u: reason %u out of range 0..%u", index, e->reason, ELIDE_SEG_NREASONS - 1);
-	else if (!strcmp(what, "policy"))
-		snprintf(buf, size, "entry %u: policy %u out of range 0..%u", index, e->policy, ELIDE_POLICY_NEVER);
-	else if (!strcmp(what, "name"))
-		snprintf(buf, size, "entry %u: name is not NUL-terminated", index);
-	else
-		snprintf(buf, size, "entry %u: %s", index, what);
+	if (e->kind > ELIDE_SEG_KIND_OVERFLOW)
+		return entry_refused(why, size, "entry %u: kind %u out of range 0..%u", index, e->kind,
+				     ELIDE_SEG_KIND_OVERFLOW);
+	if (index == 0)
+		return entry_refused(why, size, "entry 0: in use, but entry 0 is never used");
+	if ((e->kind == ELIDE_SEG_KIND_OVERFLOW) != (index == SEG_OVERFLOW_INDEX))
+		return entry_refused(why, size, "entry %u: kind %u, but entry %u and only it is the overflow entry",
+				     index, e->kind, SEG_OVERFLOW_INDEX);
+	if (e->state > ELIDE_SEG_STATE_OFF_ADAPT)
+		return entry_refused(why, size, "entry %u: state %u out of range 0..%u", index, e->state,
+				     ELIDE_SEG_STATE_OFF_ADAPT);
+	if (e->reason >= ELIDE_SEG_NREASONS)
+		return entry_refused(why, size, "entry %u: reason %u out of range 0..%u", index, e->reason,
+				     ELIDE_SEG_NREASONS - 1);
+	if (e->policy > ELIDE_POLICY_NEVER)
+		return entry_refused(why, size, "entry %u: policy %u out of range 0..%u", index, e->policy,
+				     ELIDE_POLICY_NEVER);
+	/* Most locks have no name: an empty one is terminated by definition. */
+	if (e->name[0] && !has_nul(e->name, sizeof(e->name)))
+		return entry_refused(why, size, "entry %u: name is not NUL-terminated", index);
+	return true;
 }
 
 void seg_snapshot_free(struct seg_snapshot *snap)
@@ -520,11 +519,10 @@ static int seg_read_locks(const struct seg_source *src, const char *name, struct
 				memset((char *)e + ELIDE_SEG_LOCK_HOT_SIZE, 0, sizeof(*e) - ELIDE_SEG_LOCK_HOT_SIZE);
 			if (e->kind == ELIDE_SEG_KIND_FREE)
 				continue;
-			const char *bad = seg_lock_invalid(first + i, e);
-
-			if (bad) {
-				if (snap->nbad_locks++ == 0)
-					seg_lock_explain(first + i, e, bad, snap->first_bad, sizeof(snap->first_bad));
+			/* Only the first garbage entry is explained. */
+			if (!seg_lock_valid(first + i, e, snap->nbad_locks ? NULL : snap->first_bad,
+					    sizeof(snap->first_bad))) {
+				snap->nbad_locks++;
 				continue;
 			}
 			if (each) {
@@ -779,11 +777,6 @@ void seg_map_close(struct seg_map *m)
 		return;
 	munmap(m->base, m->size);
 	free(m);
-}
-
-const char *seg_map_name(const struct seg_map *m)
-{
-	return m->name;
 }
 
 int seg_map_read_each(struct seg_map *m, int dirfd, unsigned flags, uint32_t max_locks, uint64_t created_ns,

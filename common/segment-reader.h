@@ -130,7 +130,6 @@ struct seg_map;
 int seg_map_open(int dirfd, const char *name, struct seg_map **ret, char *err, size_t errlen);
 int seg_map_read_each(struct seg_map *m, int dirfd, unsigned flags, uint32_t max_locks, uint64_t created_ns,
 		      seg_lock_fn each, void *userdata, struct seg_snapshot **ret, char *err, size_t errlen);
-const char *seg_map_name(const struct seg_map *m);
 void seg_map_close(struct seg_map *m);
 
 /*
