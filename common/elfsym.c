@@ -1118,6 +1118,20 @@ int elfsym_resolve(struct elfsym_maps *maps, uint64_t addr, bool want_object,
 	return lookup_syms(m, res->vaddr, want_object, res);
 }
 
+int elfsym_format_symbol(const struct elfsym_result *res, char *buf, size_t size)
+{
+	/* "+0x" and 16 hex digits, and the NUL. */
+	const size_t offset_room = 3 + 16 + 1;
+	int name_max;
+
+	if (!size)
+		return 0;
+	if (!res->name[0] || !res->offset)
+		return snprintf(buf, size, "%s", res->name);
+	name_max = size > offset_room ? (int)(size - offset_room) : 0;
+	return snprintf(buf, size, "%.*s+%#" PRIx64, name_max, res->name, res->offset);
+}
+
 int elfsym_format(const struct elfsym_result *res, uint64_t addr, char *buf, size_t size)
 {
 	if (res->name[0] && res->offset)

@@ -74,6 +74,13 @@ int elfsym_resolve(struct elfsym_maps *maps, uint64_t addr, bool want_object,
 		   struct elfsym_result *res);
 
 /*
+ * The symbol alone, as locks are named: "name+0xOFF", "name" at offset 0,
+ * "" without a name.  A long name is cut so that the offset stays whole.
+ * Returns the length written.
+ */
+int elfsym_format_symbol(const struct elfsym_result *res, char *buf, size_t size);
+
+/*
  * "name+0xOFF (module)", "name (module)" at offset 0; without a name
  * "module+0xVADDR" (link-time address, for addr2line) or, when that is
  * unknown, "module@0xFILEOFFSET"; "0xADDR" without a module.  Returns

@@ -203,13 +203,7 @@ static int direct_symbolize(struct source *s, pid_t pid, uint64_t addr, bool wan
 	 * worth more than the raw address. */
 	if (r < 0 && !(r == -ENOENT && res.module[0]))
 		return r;
-	if (res.name[0]) {
-		if (res.offset)
-			snprintf(ret->symbol, sizeof(ret->symbol), "%s+0x%llx", res.name,
-				 (unsigned long long)res.offset);
-		else
-			snprintf(ret->symbol, sizeof(ret->symbol), "%s", res.name);
-	}
+	elfsym_format_symbol(&res, ret->symbol, sizeof(ret->symbol));
 	elfsym_format(&res, addr, ret->text, sizeof(ret->text));
 	return 0;
 }

@@ -129,12 +129,8 @@ static struct lock_names *name_lock(struct tracked_process *p, const struct elid
 again:
 	if (!p->maps && elfsym_maps_load(&p->maps, p->pid) < 0)
 		return lock_names_new(name, function, callsite);
-	if (!e->name[0] && elfsym_resolve(p->maps, e->addr, true, &res) == 0 && res.name[0]) {
-		if (res.offset)
-			snprintf(name, sizeof(name), "%.100s+0x%" PRIx64, res.name, res.offset);
-		else
-			snprintf(name, sizeof(name), "%s", res.name);
-	}
+	if (!e->name[0] && elfsym_resolve(p->maps, e->addr, true, &res) == 0 && res.name[0])
+		elfsym_format_symbol(&res, name, sizeof(name));
 	if (elfsym_resolve(p->maps, e->callsite, false, &res) == 0 && res.name[0]) {
 		snprintf(function, sizeof(function), "%s", res.name);
 		elfsym_format(&res, e->callsite, callsite, sizeof(callsite));

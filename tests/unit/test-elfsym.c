@@ -191,6 +191,29 @@ START_TEST(test_format)
 }
 END_TEST
 
+/* The symbol alone: how locks are named; a long name is cut, not its offset. */
+START_TEST(test_format_symbol)
+{
+	struct elfsym_result res = { .name = "table", .offset = 0x18 };
+	char buf[32];
+
+	ck_assert_int_eq(elfsym_format_symbol(&res, buf, sizeof(buf)), 10);
+	ck_assert_str_eq(buf, "table+0x18");
+	res.offset = 0;
+	elfsym_format_symbol(&res, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "table");
+	res.name[0] = '\0';
+	res.offset = 0x18;
+	elfsym_format_symbol(&res, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "");
+	memset(res.name, 'n', sizeof(res.name) - 1);
+	res.offset = 0xffffffffffffffff;
+	elfsym_format_symbol(&res, buf, sizeof(buf));
+	ck_assert_str_eq(buf + strlen(buf) - 19, "+0xffffffffffffffff");
+	ck_assert_uint_eq(strspn(buf, "n"), sizeof(buf) - 20);
+}
+END_TEST
+
 START_TEST(test_libc)
 {
 	struct elfsym_maps *maps = load_maps(0);
@@ -710,6 +733,7 @@ static Suite *elfsym_suite(void)
 	tcase_add_test(tc, test_other_process);
 	tcase_add_test(tc, test_call_site);
 	tcase_add_test(tc, test_format);
+	tcase_add_test(tc, test_format_symbol);
 	tcase_add_test(tc, test_libc);
 	tcase_add_test(tc, test_anonymous);
 	tcase_add_test(tc, test_shared_modules);
