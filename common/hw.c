@@ -5,6 +5,7 @@
  * into a static buffer (detection runs once per process).
  */
 #include <cpuid.h>
+#include <errno.h>
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,15 +63,77 @@ bool elide_hw_model_is_broken(const char *vendor, unsigned family, unsigned mode
 	case 0x46:
 		/* Haswell client: erratum HSD131/HSM142/HSW131. */
 		return true;
+	case 0x4e:
+	case 0x5e:
+		/* Skylake client: Intel's TSX memory-ordering notice (2021),
+		 * which glibc follows whatever the microcode says. */
+		return true;
+	case 0x8e:
+	case 0x9e:
+		/* Kaby/Coffee/Whiskey Lake client up to stepping 0xc: the same
+		 * notice (0xc is a client part too, as glibc notes). */
+		return stepping <= 0xc;
+	case 0x55:
+		/* Skylake/Cascade Lake server up to stepping 5: the same notice. */
+		return stepping <= 5;
 	default:
 		return false;
 	}
 }
 
+/*
+ * A tunable's value as glibc 2.36 reads it (elf/dl-tunables.c and
+ * _dl_strtoul): blanks and a sign skipped, C notation (1, 01, 0x1), parsing
+ * stops at the first character that is not a digit, no digit at all reads
+ * as 0, and a value outside the tunable's range (0..1) leaves the setting
+ * as it was.  Returns 0 or 1, or -ERANGE for a value glibc ignores.
+ */
+static int parse_elision_enable(const char *p, const char *end)
+{
+	unsigned long long v = 0;
+	unsigned base = 10;
+	bool negative = false;
+
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	if (p < end && (*p == '-' || *p == '+'))
+		negative = *p++ == '-';
+	if (p == end || *p < '0' || *p > '9')
+		return 0;
+	if (*p == '0') {
+		base = 8;
+		if (end - p > 1 && (p[1] == 'x' || p[1] == 'X')) {
+			base = 16;
+			p += 2;
+		}
+	}
+	for (; p < end; p++) {
+		unsigned digit;
+
+		if (*p >= '0' && *p <= '9')
+			digit = (unsigned)(*p - '0');
+		else if (*p >= 'a' && *p <= 'f')
+			digit = (unsigned)(*p - 'a' + 10);
+		else if (*p >= 'A' && *p <= 'F')
+			digit = (unsigned)(*p - 'A' + 10);
+		else
+			break;
+		if (digit >= base)
+			break;
+		v = v * base + digit;
+		if (v > 1)
+			return -ERANGE;
+	}
+	if (negative && v != 0)
+		return -ERANGE;
+	return (int)v;
+}
+
 bool elide_glibc_elision_enabled(const char *tunables)
 {
-	static const char want[] = "glibc.elision.enable=1";
+	static const char name[] = "glibc.elision.enable=";
 	const char *p = tunables;
+	bool enabled = false;
 
 	if (!p)
 		return false;
@@ -78,11 +141,15 @@ bool elide_glibc_elision_enabled(const char *tunables)
 	while (*p) {
 		const char *end = strchrnul(p, ':');
 
-		if ((size_t)(end - p) == sizeof(want) - 1 && memcmp(p, want, sizeof(want) - 1) == 0)
-			return true;
+		if ((size_t)(end - p) >= sizeof(name) - 1 && memcmp(p, name, sizeof(name) - 1) == 0) {
+			int v = parse_elision_enable(p + sizeof(name) - 1, end);
+
+			if (v >= 0)
+				enabled = v == 1;
+		}
 		p = *end ? end + 1 : end;
 	}
-	return false;
+	return enabled;
 }
 
 static void read_cpuid(struct elide_hw *hw)

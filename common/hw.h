@@ -37,13 +37,17 @@ struct elide_hw {
 int elide_hw_detect(struct elide_hw *hw);
 
 /* True for family/model/stepping that glibc and Intel document as having
- * broken or unreliable TSX (Haswell 0x3c, 0x45, 0x46, 0x3f stepping < 4). */
+ * broken or unreliable TSX: the list glibc 2.36 disables RTM on (Haswell
+ * 0x3c, 0x45, 0x46, 0x3f stepping < 4; Intel's 2021 TSX memory-ordering
+ * notice: 0x4e, 0x5e, 0x8e/0x9e stepping <= 0xc, 0x55 stepping <= 5). */
 bool elide_hw_model_is_broken(const char *vendor, unsigned family, unsigned model, unsigned stepping);
 
 /*
  * True when the GLIBC_TUNABLES string (may be NULL) enables glibc's own
- * elision, i.e. contains glibc.elision.enable=1 as one of its colon
- * separated entries.  libelide then refuses to elide (no double elision).
+ * elision: its last valid glibc.elision.enable entry (colon separated)
+ * has the value 1, parsed as glibc does ("1", "01", "0x1"; values out of
+ * 0..1 or not numbers are ignored).  libelide then refuses to elide (no
+ * double elision).
  */
 bool elide_glibc_elision_enabled(const char *tunables);
 

@@ -90,22 +90,26 @@ _Static_assert(STAT_ABORT_FIRST + ELIDE_ABORT_BUSY == ELIDE_SEG_STAT_ABORT_BUSY,
  * the lock's identity, state and statistics for readers outside.
  */
 struct lock_rec {
-	/* Hot, read-mostly: read before every transaction. */
+	/* Hot: read on acquisitions of the lock; written only when a decision
+	 * changes, so it stays shared in every CPU's cache. */
 	_Atomic int32_t gate;
 	_Atomic uint8_t policy;        /* enum elide_policy in effect */
 	_Atomic uint8_t own_policy;    /* set by the program (elide.h) or the lock type */
 	_Atomic uint8_t reason;        /* enum elide_seg_reason */
 	uint8_t kind;                  /* enum lock_kind */
-	_Atomic uint8_t backoff_level; /* back-off doubles per persistent abort */
+	bool hard_never;               /* a lock type libelide must never elide */
 	_Atomic(void *) addr;          /* the lock; NULL when the record is free */
-	/* Cold: written on aborts, contention and 1 in opts.sample commits. */
-	_Atomic uint32_t contended_watch; /* contended acquisitions while watching */
+	/* Cold, a line of its own: written on aborts, contention and 1 in
+	 * opts.sample commits. */
+	_Atomic uint32_t contended_watch __attribute__((aligned(64))); /* contended acquisitions while watching */
 	_Atomic uint32_t window_aborts;
 	_Atomic uint64_t window_commits;
+	_Atomic uint8_t backoff_level; /* back-off doubles per persistent abort */
 	uint32_t ctl_applied;          /* entry.ctl_policy last applied */
-	bool hard_never;               /* a lock type libelide must never elide */
-	uint32_t next_free;
+	_Atomic uint32_t next_free;    /* free-list link */
 } __attribute__((aligned(64)));
+
+_Static_assert(sizeof(struct lock_rec) == 128, "a record is one hot and one cold cache line");
 
 struct elide_state {
 	uint8_t path;                 /* enum lock_path, read first on every acquisition */
@@ -143,10 +147,9 @@ static inline struct lock_rec *rec_of_idx(uint16_t idx)
 /* registry.c */
 int registry_init(void) _hidden_;
 struct lock_rec *registry_attach(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite) _hidden_;
+struct lock_rec *registry_attach_own(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite,
+				     bool *created) _hidden_;
 void registry_detach(uint16_t *idx_ptr) _hidden_;
-void registry_fork_prepare(void) _hidden_;
-void registry_fork_parent(void) _hidden_;
-void registry_fork_child(void) _hidden_;
 static inline uint32_t rec_index(const struct lock_rec *rec)
 {
 	return (uint32_t)(rec - elide.recs);

@@ -223,13 +223,26 @@ static inline bool in_elided_section(void)
 	return self.depth != 0;
 }
 
-static inline bool mutex_is_elidable_kind(const pthread_mutex_t *m)
+/* glibc <= 2.42 marks mutexes typed with pthread_mutexattr_settype(NORMAL)
+ * (or DEFAULT, the same value) in their kind; 2.43 no longer does. */
+#define MUTEX_KIND_NO_ELISION 512
+
+enum mutex_class {
+	MUTEX_ELIDABLE,      /* timed/default or adaptive */
+	MUTEX_NORMAL_TYPED,  /* typed NORMAL: elided only when the program asks */
+	MUTEX_UNELIDABLE,    /* recursive, errorcheck, robust, PI, PP, process-shared */
+};
+
+static inline enum mutex_class mutex_class(const pthread_mutex_t *m)
 {
 	int kind = __atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED);
 
-	/* Exactly timed/default or adaptive: no recursive, errorcheck, robust,
-	 * PI, PP or process-shared bits. */
-	return kind == PTHREAD_MUTEX_TIMED_NP || kind == PTHREAD_MUTEX_ADAPTIVE_NP;
+	if (kind == PTHREAD_MUTEX_TIMED_NP || kind == PTHREAD_MUTEX_ADAPTIVE_NP)
+		return MUTEX_ELIDABLE;
+	/* NORMAL must deadlock on relock, which an elided lock does not. */
+	if (kind == (PTHREAD_MUTEX_NORMAL | MUTEX_KIND_NO_ELISION))
+		return elide.opts.force_normal ? MUTEX_ELIDABLE : MUTEX_NORMAL_TYPED;
+	return MUTEX_UNELIDABLE;
 }
 
 static inline bool rwlock_is_elidable(const pthread_rwlock_t *rw)
@@ -397,7 +410,9 @@ static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_
 		 * elided or the program) must not be overwritten by a count. */
 		atomic_compare_exchange_strong_explicit(&rec->gate, &gate, gate - 1, memory_order_relaxed,
 							memory_order_relaxed);
-	if (unlikely(sample_now())) {
+	/* Inside an elided section a shared write would join the outer
+	 * transaction's write set: count only outside. */
+	if (unlikely(sample_now()) && !in_elided_section()) {
 		rec_count(rec, STAT_ACQUIRED, elide.opts.sample);
 		if (gate > 0)
 			rec_count(rec, STAT_SKIPPED, elide.opts.sample);
@@ -410,7 +425,8 @@ static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_
 static inline void commit_elided(struct lock_rec *rec)
 {
 	_xend();
-	if (unlikely(sample_now()))
+	/* A nested section's XEND commits nothing yet: count at the outermost. */
+	if (unlikely(sample_now()) && !in_elided_section())
 		rec_note_commit_sample(rec);
 }
 
@@ -448,21 +464,64 @@ static int real_mutex_acquire(pthread_mutex_t *m, const struct wait_spec *w)
  * mode=on tracks every lock.  Only contended (or annotated) locks get here
  * in adaptive mode, so single-threaded use never pays for it.
  */
-static __attribute__((noinline)) int mutex_acquire_slow(pthread_mutex_t *m, const struct wait_spec *w,
-							 void *callsite)
+/* The clocks glibc's futex waits accept (others are EINVAL even for a
+ * free lock), and the nanoseconds a timespec may have. */
+static inline bool wait_clock_valid(clockid_t clock)
+{
+	return clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC;
+}
+
+static inline bool abstime_valid(const struct timespec *abstime)
+{
+	return !abstime || (abstime->tv_nsec >= 0 && abstime->tv_nsec < 1000000000);
+}
+
+/* The lock's record if this acquisition may use it, else NULL (straight to
+ * glibc).  Creates one on a contended lock that has none. */
+static inline struct lock_rec *mutex_tracking_rec(pthread_mutex_t *m, void *callsite)
 {
 	uint16_t idx = __atomic_load_n(mutex_idx_ptr(m), __ATOMIC_RELAXED);
+	enum mutex_class class = mutex_class(m);
 	struct lock_rec *rec;
 
 	if (idx == 0) {
-		if (!mutex_is_elidable_kind(m))
-			return real_mutex_acquire(m, w);
+		/* Within an elided section creating a record would write shared
+		 * memory inside the transaction: this acquisition goes through. */
+		if (class != MUTEX_ELIDABLE || in_elided_section())
+			return NULL;
 		rec = registry_attach(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, callsite);
 		if (elide.opts.mode != ELIDE_MODE_ON)
 			rec_note_contended(rec);
-	} else {
-		rec = rec_of_idx(idx);
+		return rec;
 	}
+	rec = rec_of_idx(idx);
+	if (class == MUTEX_ELIDABLE)
+		return rec;
+	/* Only a record of its own, made when the program named the lock,
+	 * may track a lock of another type: never the shared overflow. */
+	if (rec == &elide.recs[REC_OVERFLOW])
+		return NULL;
+	if (class == MUTEX_UNELIDABLE && !rec->hard_never)
+		return NULL;
+	return rec;
+}
+
+/*
+ * The slow path: the mutex has a record, or it was held when we looked, or
+ * mode=on tracks every lock.  Only contended (or annotated) locks get here
+ * in adaptive mode, so single-threaded use never pays for it.
+ */
+static __attribute__((noinline)) int mutex_acquire_slow(pthread_mutex_t *m, const struct wait_spec *w,
+							 void *callsite)
+{
+	struct lock_rec *rec;
+
+	/* glibc rejects a bad clock before looking at the lock. */
+	if (w->how == WAIT_CLOCK && !wait_clock_valid(w->clock))
+		return real_mutex_acquire(m, w);
+	rec = mutex_tracking_rec(m, callsite);
+	if (!rec)
+		return real_mutex_acquire(m, w);
 	if (tracked_acquire(m, rec, OP_MUTEX))
 		return 0;
 	if (atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_WATCH && mutex_word(m) != 0)
@@ -550,11 +609,16 @@ _public_ int pthread_mutex_init(pthread_mutex_t *m, const pthread_mutexattr_t *a
 	r = real.mutex_init(m, attr);
 	if (r != 0 || !elide.recs || !attr || elide.opts.force_normal)
 		return r;
-	if (!attr_is_normal(attr) || !mutex_is_elidable_kind(m))
+	/* A glibc that does not tag NORMAL in the kind (>= 2.43): the
+	 * attribute says it.  glibc's initializer cleared our index, so this
+	 * makes a fresh record; without room the lock simply stays untracked
+	 * until contended, and is then elided like a default one (the table
+	 * is full: documented in libelide(7)). */
+	if (mutex_class(m) != MUTEX_ELIDABLE || !attr_is_normal(attr))
 		return r;
-	/* glibc's initializer cleared our index, so this makes a fresh record. */
-	rec = registry_attach(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, __builtin_return_address(0));
-	rec_set_type_normal(rec);
+	rec = registry_attach_own(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, __builtin_return_address(0), NULL);
+	if (rec)
+		rec_set_type_normal(rec);
 	return r;
 }
 
@@ -625,6 +689,24 @@ static int real_rwlock_acquire(pthread_rwlock_t *rw, const struct rw_call *c)
 	return rd ? real.rwlock_rdlock(rw) : real.rwlock_wrlock(rw);
 }
 
+/*
+ * Would this acquisition nest on an elided hold of the same rwlock that
+ * glibc refuses?  A writer that locks again (for reading or writing) gets
+ * EDEADLK from glibc, and so does a reader asking to write (a deadlock
+ * there).  Inside the transaction nothing in the lock says we hold it, so
+ * only the thread's elided set can tell.
+ */
+static bool rwlock_relock_refused(const pthread_rwlock_t *rw, enum elide_op op)
+{
+	for (unsigned i = 0; i < self.depth; i++) {
+		if (self.held[i].lock != rw)
+			continue;
+		if (op == OP_WRLOCK || self.held[i].rec->kind == LOCK_KIND_RWLOCK_WRITE)
+			return true;
+	}
+	return false;
+}
+
 static __attribute__((noinline)) int rwlock_acquire_slow(pthread_rwlock_t *rw, enum elide_op op, enum mutex_wait how,
 							  clockid_t clock, const struct timespec *abstime,
 							  void *callsite)
@@ -635,8 +717,17 @@ static __attribute__((noinline)) int rwlock_acquire_slow(pthread_rwlock_t *rw, e
 	uint16_t idx = __atomic_load_n(idx_ptr, __ATOMIC_RELAXED);
 	struct lock_rec *rec;
 
+	/* glibc checks a deadline's clock and nanoseconds even for a free lock. */
+	if (how != WAIT_FOREVER && (!wait_clock_valid(how == WAIT_CLOCK ? clock : CLOCK_REALTIME) ||
+				    !abstime_valid(abstime)))
+		return real_rwlock_acquire(rw, c);
+	if (in_elided_section() && rwlock_relock_refused(rw, op))
+		/* Redo the section with real locks, where glibc answers EDEADLK. */
+		_xabort(ELIDE_XABORT_RELOCK);
+	if (!rwlock_is_elidable(rw))
+		return real_rwlock_acquire(rw, c);
 	if (idx == 0) {
-		if (!rwlock_is_elidable(rw))
+		if (in_elided_section())
 			return real_rwlock_acquire(rw, c);
 		rec = registry_attach(rw, idx_ptr, c->op == OP_WRLOCK ? LOCK_KIND_RWLOCK_WRITE : LOCK_KIND_RWLOCK_READ,
 				      callsite);
@@ -825,22 +916,27 @@ static bool policy_valid(int policy)
 
 _public_ int __elide_mutex_annotate(pthread_mutex_t *m, int policy, const char *name)
 {
+	enum mutex_class class;
 	struct lock_rec *rec;
-	bool elidable;
+	bool created;
 
 	if (!m || !policy_valid(policy))
 		return -EINVAL;
-	elidable = mutex_is_elidable_kind(m);
-	if (policy != ELIDE_POLICY_KEEP && !elidable)
+	class = mutex_class(m);
+	if (policy != ELIDE_POLICY_KEEP && class == MUTEX_UNELIDABLE)
 		return -EINVAL;
 	if (!elide.recs)
 		return -ENOMEM;
-	rec = registry_attach(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, __builtin_return_address(0));
-	if (rec == &elide.recs[REC_OVERFLOW])
+	/* Never the shared overflow record: its gate is not this lock's to
+	 * follow (a recursive lock would be elided with it). */
+	rec = registry_attach_own(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, __builtin_return_address(0), &created);
+	if (!rec)
 		return -ENOSPC;
 	/* A name on a recursive (or robust, ...) mutex: tracked, never elided. */
-	if (!elidable)
+	if (class == MUTEX_UNELIDABLE)
 		rec_set_type_unelidable(rec);
+	else if (class == MUTEX_NORMAL_TYPED && created)
+		rec_set_type_normal(rec);
 	return annotate(rec, policy, name);
 }
 
@@ -858,10 +954,10 @@ _public_ int __elide_rwlock_annotate(pthread_rwlock_t *rw, int policy, const cha
 		return -ENOMEM;
 	/* Both sides of the lock get the policy and the name. */
 	for (int write = 0; write <= 1; write++) {
-		rec = registry_attach(rw, rwlock_idx_ptr(rw, write),
-				      write ? LOCK_KIND_RWLOCK_WRITE : LOCK_KIND_RWLOCK_READ,
-				      __builtin_return_address(0));
-		if (rec == &elide.recs[REC_OVERFLOW])
+		rec = registry_attach_own(rw, rwlock_idx_ptr(rw, write),
+					  write ? LOCK_KIND_RWLOCK_WRITE : LOCK_KIND_RWLOCK_READ,
+					  __builtin_return_address(0), NULL);
+		if (!rec)
 			return -ENOSPC;
 		if (!elidable)
 			rec_set_type_unelidable(rec);
@@ -883,20 +979,12 @@ static void on_bad_option(const char *pair, size_t len, const char *why, void *u
 	log_warning("ELIDE: invalid option '%.*s': %s; ignored", (int)len, pair, why);
 }
 
-static void atfork_prepare(void)
-{
-	registry_fork_prepare();
-}
-
-static void atfork_parent(void)
-{
-	registry_fork_parent();
-}
-
 static void atfork_child(void)
 {
-	registry_fork_child();
+	int saved_errno = errno;
+
 	segment_fork_child();
+	errno = saved_errno; /* fork() returns 0 with the program's errno */
 }
 
 /*
@@ -959,6 +1047,8 @@ void elide_set_mode(enum elide_mode mode)
 
 __attribute__((constructor(101))) static void elide_init(void)
 {
+	/* C: errno is zero at program start-up, whatever we called. */
+	int saved_errno = errno;
 	int r;
 
 	log_set_prefix("libelide");
@@ -975,7 +1065,7 @@ __attribute__((constructor(101))) static void elide_init(void)
 		log_warning_errno(r, "cannot map the lock table (%u records); statistics off",
 				  elide.opts.max_locks);
 	segment_init();
-	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	pthread_atfork(NULL, NULL, atfork_child);
 	elide.disabled_reason = decide_disabled_reason();
 	if (elide.opts.verbose) {
 		if (elide.disabled_reason)
@@ -989,11 +1079,15 @@ __attribute__((constructor(101))) static void elide_init(void)
 			 !elide.enabled ? PATH_OFF : elide.opts.mode == ELIDE_MODE_ON ? PATH_TRACK_ALL : PATH_WATCH,
 			 __ATOMIC_RELEASE);
 	segment_publish_status();
+	errno = saved_errno;
 }
 
 __attribute__((destructor)) static void elide_fini(void)
 {
+	int saved_errno = errno;
+
 	if (elide.opts.report)
 		report_print(STDERR_FILENO);
 	segment_fini();
+	errno = saved_errno;
 }

@@ -9,25 +9,52 @@
  * commits.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "elide-internal.h"
 
-/* A spinlock of our own: the registry must never call the functions it wraps. */
-static atomic_flag registry_lock = ATOMIC_FLAG_INIT;
-static uint32_t free_head;  /* index of the first free record, 0 = none */
-static uint32_t next_unused = REC_OVERFLOW + 1;
+/*
+ * The registry takes no lock, not even a spinlock of its own: it runs inside
+ * pthread_mutex_init/destroy and on a lock's first contention, where a
+ * SCHED_FIFO thread preempting a spinning holder on one CPU, or a signal
+ * handler interrupting one, would wait forever.  Free records form a stack
+ * whose top carries a tag (ABA), fresh ones come from a bump counter, and
+ * a lock's index is published with one CAS.
+ */
+static _Atomic uint64_t free_top;  /* tag << 32 | index of the first free record, 0 = none */
+static _Atomic uint32_t next_unused = REC_OVERFLOW + 1;
 
-static void registry_lock_take(void)
+static void free_push(uint32_t idx)
 {
-	while (atomic_flag_test_and_set_explicit(&registry_lock, memory_order_acquire))
-		_mm_pause();
+	uint64_t top = atomic_load_explicit(&free_top, memory_order_relaxed);
+	uint64_t next;
+
+	do {
+		atomic_store_explicit(&elide.recs[idx].next_free, (uint32_t)top, memory_order_relaxed);
+		next = ((top >> 32) + 1) << 32 | idx;
+	} while (!atomic_compare_exchange_weak_explicit(&free_top, &top, next, memory_order_release,
+							memory_order_relaxed));
 }
 
-static void registry_lock_release(void)
+static uint32_t free_pop(void)
 {
-	atomic_flag_clear_explicit(&registry_lock, memory_order_release);
+	uint64_t top = atomic_load_explicit(&free_top, memory_order_acquire);
+	uint64_t next;
+	uint32_t idx;
+
+	do {
+		idx = (uint32_t)top;
+		if (idx == 0)
+			return 0;
+		/* May read a stale link while another thread pops: the tag then
+		 * makes this CAS fail and the loop reads again. */
+		next = ((top >> 32) + 1) << 32 |
+		       atomic_load_explicit(&elide.recs[idx].next_free, memory_order_relaxed);
+	} while (!atomic_compare_exchange_weak_explicit(&free_top, &top, next, memory_order_acquire,
+							memory_order_acquire));
+	return idx;
 }
 
 /* The gate and reason a policy starts from. */
@@ -119,33 +146,30 @@ void rec_publish_state(struct lock_rec *rec)
 
 static uint32_t rec_alloc(void)
 {
-	uint32_t idx;
+	uint32_t idx = free_pop();
 
-	if (free_head) {
-		idx = free_head;
-		free_head = elide.recs[idx].next_free;
+	if (idx)
 		return idx;
-	}
-	if (next_unused < elide.nrecs)
-		return next_unused++;
-	return 0;
+	idx = atomic_load_explicit(&next_unused, memory_order_relaxed);
+	do {
+		if (idx >= elide.nrecs)
+			return 0;
+	} while (!atomic_compare_exchange_weak_explicit(&next_unused, &idx, idx + 1, memory_order_relaxed,
+							memory_order_relaxed));
+	return idx;
 }
 
-static void registry_recycle(uint32_t idx)
-{
-	elide.recs[idx].next_free = free_head;
-	free_head = idx;
-}
-
-static void rec_reset(struct lock_rec *rec, void *lock, enum lock_kind kind, void *callsite)
+/* Prepare a record that no lock points at yet; readers outside see it only
+ * once rec_publish() names its kind. */
+static void rec_reset(struct lock_rec *rec, enum lock_kind kind, void *callsite)
 {
 	struct elide_seg_lock *e = rec_entry(rec);
+	int32_t gate;
+	uint8_t reason;
 
-	/* Readers skip FREE entries, so fill the entry before naming its kind. */
-	__atomic_store_n(&e->kind, ELIDE_SEG_KIND_FREE, __ATOMIC_RELEASE);
 	memset(e->stats, 0, sizeof(e->stats));
 	memset(e->name, 0, sizeof(e->name));
-	e->addr = (uint64_t)(uintptr_t)lock;
+	e->addr = 0;
 	e->callsite = (uint64_t)(uintptr_t)callsite;
 	rec->kind = (uint8_t)kind;
 	rec->hard_never = false;
@@ -158,57 +182,79 @@ static void rec_reset(struct lock_rec *rec, void *lock, enum lock_kind kind, voi
 	atomic_store_explicit(&rec->backoff_level, 0, memory_order_relaxed);
 	atomic_store_explicit(&rec->policy, ELIDE_POLICY_ADAPTIVE, memory_order_relaxed);
 	atomic_store_explicit(&rec->own_policy, ELIDE_POLICY_ADAPTIVE, memory_order_relaxed);
-	{
-		int32_t gate;
-		uint8_t reason;
+	policy_gate(ELIDE_POLICY_ADAPTIVE, &gate, &reason);
+	atomic_store_explicit(&rec->reason, reason, memory_order_relaxed);
+	atomic_store_explicit(&rec->gate, gate, memory_order_relaxed);
+}
 
-		policy_gate(ELIDE_POLICY_ADAPTIVE, &gate, &reason);
-		atomic_store_explicit(&rec->reason, reason, memory_order_relaxed);
-		atomic_store_explicit(&rec->gate, gate, memory_order_relaxed);
-	}
+/* The lock now points at the record: make it visible to elided. */
+static void rec_publish(struct lock_rec *rec, void *lock)
+{
+	struct elide_seg_lock *e = rec_entry(rec);
+	uint32_t idx = rec_index(rec);
+	uint32_t high;
+
+	e->addr = (uint64_t)(uintptr_t)lock;
 	atomic_store_explicit(&rec->addr, lock, memory_order_release);
 	rec_publish_state(rec);
-	__atomic_store_n(&e->kind, (uint32_t)kind, __ATOMIC_RELEASE);
-	if (rec_index(rec) >= elide.seg_header->lock_high_water)
-		__atomic_store_n(&elide.seg_header->lock_high_water, rec_index(rec) + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->kind, (uint32_t)rec->kind, __ATOMIC_RELEASE);
+	high = __atomic_load_n(&elide.seg_header->lock_high_water, __ATOMIC_RELAXED);
+	while (idx >= high && !__atomic_compare_exchange_n(&elide.seg_header->lock_high_water, &high, idx + 1,
+							   true, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
 }
 
 /*
- * Return the lock's record, creating it when the lock has none.  Two threads
- * may race here on the first contention of one lock: the registry lock makes
- * the second one see the first one's index.  When the table is full the lock
- * shares the overflow record.
+ * The lock's own record, created when the lock has none; NULL when the
+ * table (or the runtime directory) is full.  Two threads may race on the
+ * first contention of one lock: the one whose CAS publishes the index wins
+ * and the other returns its spare record.  *created says whether this call
+ * made the record.  An index that is not a record of its own (the
+ * overflow's, or garbage in memory reused without pthread_*_init) is left
+ * alone and answered with NULL.
  */
-struct lock_rec *registry_attach(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite)
+struct lock_rec *registry_attach_own(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite,
+				     bool *created)
 {
-	uint16_t idx;
+	uint16_t idx = __atomic_load_n(idx_ptr, __ATOMIC_ACQUIRE);
 	uint32_t fresh;
 
-	idx = __atomic_load_n(idx_ptr, __ATOMIC_ACQUIRE);
+	if (created)
+		*created = false;
 	if (idx)
-		return rec_of_idx(idx);
-
-	registry_lock_take();
-	idx = __atomic_load_n(idx_ptr, __ATOMIC_RELAXED);
-	if (idx) {
-		registry_lock_release();
-		return rec_of_idx(idx);
-	}
+		return idx > REC_OVERFLOW && idx < elide.nrecs ? &elide.recs[idx] : NULL;
 	fresh = rec_alloc();
-	if (fresh && segment_reserve(fresh) < 0) {
+	if (!fresh)
+		return NULL;
+	if (segment_reserve(fresh) < 0) {
 		/* No room in the runtime directory for its entry. */
-		registry_recycle(fresh);
-		fresh = 0;
+		free_push(fresh);
+		return NULL;
 	}
-	if (!fresh) {
-		__atomic_store_n(idx_ptr, (uint16_t)REC_OVERFLOW, __ATOMIC_RELEASE);
-		registry_lock_release();
-		return &elide.recs[REC_OVERFLOW];
+	rec_reset(&elide.recs[fresh], kind, callsite);
+	if (!__atomic_compare_exchange_n(idx_ptr, &idx, (uint16_t)fresh, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		free_push(fresh);
+		return idx > REC_OVERFLOW && idx < elide.nrecs ? &elide.recs[idx] : NULL;
 	}
-	rec_reset(&elide.recs[fresh], lock, kind, callsite);
-	__atomic_store_n(idx_ptr, (uint16_t)fresh, __ATOMIC_RELEASE);
-	registry_lock_release();
+	rec_publish(&elide.recs[fresh], lock);
+	if (created)
+		*created = true;
 	return &elide.recs[fresh];
+}
+
+/* The lock's record, or the shared overflow record when the table is full. */
+struct lock_rec *registry_attach(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite)
+{
+	struct lock_rec *rec = registry_attach_own(lock, idx_ptr, kind, callsite, NULL);
+	uint16_t idx = 0;
+
+	if (rec)
+		return rec;
+	if (!__atomic_compare_exchange_n(idx_ptr, &idx, (uint16_t)REC_OVERFLOW, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		return rec_of_idx(idx);
+	return &elide.recs[REC_OVERFLOW];
 }
 
 /*
@@ -225,28 +271,9 @@ void registry_detach(uint16_t *idx_ptr)
 	rec = &elide.recs[idx];
 	for (unsigned i = 0; i < STAT_NSTATS; i++)
 		rec_count(overflow, i, __atomic_load_n(&rec_entry(rec)->stats[i], __ATOMIC_RELAXED));
-	registry_lock_take();
 	__atomic_store_n(&rec_entry(rec)->kind, ELIDE_SEG_KIND_FREE, __ATOMIC_RELEASE);
 	atomic_store_explicit(&rec->addr, NULL, memory_order_release);
-	rec->next_free = free_head;
-	free_head = idx;
-	registry_lock_release();
-}
-
-void registry_fork_prepare(void)
-{
-	registry_lock_take();
-}
-
-void registry_fork_parent(void)
-{
-	registry_lock_release();
-}
-
-void registry_fork_child(void)
-{
-	/* Only the forking thread exists; nobody else can hold the lock. */
-	atomic_flag_clear_explicit(&registry_lock, memory_order_release);
+	free_push(idx);
 }
 
 static bool rec_adapts(const struct lock_rec *rec)
@@ -432,49 +459,46 @@ void rec_note_commit_sample(struct lock_rec *rec)
 }
 
 /*
- * Attributes typed PTHREAD_MUTEX_NORMAL explicitly.  glibc gives NORMAL and
- * DEFAULT the same kind value, so the only place to tell them apart is
- * pthread_mutexattr_settype(); remember those attributes by address.
+ * Attributes typed PTHREAD_MUTEX_NORMAL explicitly, for a glibc that gives
+ * NORMAL and DEFAULT the same kind value (2.43 and later; older ones tag
+ * NORMAL in the kind itself, see mutex_class()): the only place to tell
+ * them apart is pthread_mutexattr_settype(), so remember those attributes
+ * by address.  Lock-free for the same reasons as the records.
  */
 #define NORMAL_ATTRS_MAX 256
-static const pthread_mutexattr_t *normal_attrs[NORMAL_ATTRS_MAX];
-
-int attr_mark_normal(const pthread_mutexattr_t *attr, bool normal)
-{
-	int free_slot = -1;
-	int ret = 0;
-
-	registry_lock_take();
-	for (int i = 0; i < NORMAL_ATTRS_MAX; i++) {
-		if (normal_attrs[i] == attr) {
-			if (!normal)
-				normal_attrs[i] = NULL;
-			goto out;
-		}
-		if (!normal_attrs[i] && free_slot < 0)
-			free_slot = i;
-	}
-	if (!normal)
-		goto out;
-	if (free_slot < 0) {
-		ret = -ENOSPC;
-		goto out;
-	}
-	normal_attrs[free_slot] = attr;
-out:
-	registry_lock_release();
-	return ret;
-}
+static _Atomic(const pthread_mutexattr_t *) normal_attrs[NORMAL_ATTRS_MAX];
+static _Atomic unsigned normal_attrs_used;
 
 bool attr_is_normal(const pthread_mutexattr_t *attr)
 {
-	bool found = false;
-
-	if (!attr)
+	if (!attr || atomic_load_explicit(&normal_attrs_used, memory_order_acquire) == 0)
 		return false;
-	registry_lock_take();
-	for (int i = 0; i < NORMAL_ATTRS_MAX && !found; i++)
-		found = normal_attrs[i] == attr;
-	registry_lock_release();
-	return found;
+	for (int i = 0; i < NORMAL_ATTRS_MAX; i++)
+		if (atomic_load_explicit(&normal_attrs[i], memory_order_acquire) == attr)
+			return true;
+	return false;
+}
+
+int attr_mark_normal(const pthread_mutexattr_t *attr, bool normal)
+{
+	if (!normal) {
+		for (int i = 0; i < NORMAL_ATTRS_MAX; i++) {
+			const pthread_mutexattr_t *expected = attr;
+
+			if (atomic_compare_exchange_strong(&normal_attrs[i], &expected, NULL))
+				atomic_fetch_sub(&normal_attrs_used, 1);
+		}
+		return 0;
+	}
+	if (attr_is_normal(attr))
+		return 0;
+	for (int i = 0; i < NORMAL_ATTRS_MAX; i++) {
+		const pthread_mutexattr_t *expected = NULL;
+
+		if (atomic_compare_exchange_strong(&normal_attrs[i], &expected, attr)) {
+			atomic_fetch_add(&normal_attrs_used, 1);
+			return 0;
+		}
+	}
+	return -ENOSPC;
 }

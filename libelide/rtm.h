@@ -15,6 +15,7 @@
 #define ELIDE_XABORT_COND 0xfd     /* pthread_cond_*wait on an elided mutex */
 #define ELIDE_XABORT_DESTROY 0xfc  /* destroy inside an elided section */
 #define ELIDE_XABORT_DEPTH 0xfb    /* elided sections nested too deeply */
+#define ELIDE_XABORT_RELOCK 0xfa   /* an rwlock relock glibc refuses (EDEADLK) */
 
 /* Causes, in the order of precedence used to classify one abort status. */
 enum elide_abort_cause {

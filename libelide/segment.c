@@ -26,11 +26,15 @@ static struct {
 	bool file_backed;
 	pid_t owner;              /* the pid whose file this is */
 	int dirfd;                /* open between create_file() and publish_file() */
-	int fd;                   /* the segment file, kept to reserve more entries */
-	uint32_t reserved;        /* lock entries [0, reserved) have their pages */
+	dev_t dev;                /* the segment file's identity, to find it again */
+	ino_t ino;
+	_Atomic uint32_t reserved; /* lock entries [0, reserved) have their pages */
 	char name[64];
 	char path[PATH_MAX];
-} seg = { .dirfd = -1, .fd = -1 };
+} seg = { .dirfd = -1 };
+
+/* Set while one thread applies elided's control block. */
+static atomic_flag control_busy = ATOMIC_FLAG_INIT;
 
 /* Entries whose pages are reserved when the segment is created. */
 #define SEG_RESERVE_FIRST 64u
@@ -42,26 +46,69 @@ static size_t entries_end(uint32_t n)
 	return ELIDE_SEG_HEADER_SIZE + ELIDE_SEG_CONTROL_SIZE + (size_t)n * sizeof(struct elide_seg_lock);
 }
 
+/* Older kernels (< 5.14) lack it; the value is the kernel's ABI. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/*
+ * Give the pages of [from, to) of the mapped segment their memory.  No fd
+ * is kept for this (constraint 7: the program may close and reuse any fd
+ * number): the kernel populates the shared mapping itself and reports a
+ * full tmpfs as an error instead of a SIGBUS on the first touch.  Kernels
+ * without MADV_POPULATE_WRITE get the file opened again by name and
+ * checked to be ours before it is grown.
+ */
+static int reserve_range(size_t from, size_t to)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t start = from & ~(page - 1);
+	struct stat st;
+	int fd, r;
+
+	if (madvise((char *)seg.base + start, to - start, MADV_POPULATE_WRITE) == 0)
+		return 0;
+	if (errno != EINVAL)
+		return -errno;
+	fd = open(seg.path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	r = fstat(fd, &st) < 0 ? -errno : 0;
+	if (r == 0 && (st.st_dev != seg.dev || st.st_ino != seg.ino))
+		r = -ESTALE; /* not our file any more: leave it alone */
+	if (r == 0)
+		r = -posix_fallocate(fd, (off_t)start, (off_t)(to - start));
+	close(fd);
+	return r;
+}
+
 /*
  * Make sure entry `idx` has its pages (file-backed segments reserve in
- * doublings).  Called on the slow path that creates a lock record.
+ * doublings).  Called on the slow path that creates a lock record, possibly
+ * by several threads at once (reserving twice is harmless).  errno is the
+ * program's: kept as it was.
  */
 int segment_reserve(uint32_t idx)
 {
+	uint32_t have = atomic_load_explicit(&seg.reserved, memory_order_acquire);
 	uint32_t want;
-	int r;
+	int saved_errno, r;
 
-	if (seg.fd < 0 || idx < seg.reserved)
+	if (!seg.file_backed || idx < have)
 		return 0;
-	want = seg.reserved;
+	want = have;
 	while (want <= idx)
 		want *= 2;
 	if (want > elide.nrecs)
 		want = elide.nrecs;
-	r = posix_fallocate(seg.fd, 0, (off_t)entries_end(want));
-	if (r != 0)
-		return -r;
-	seg.reserved = want;
+	saved_errno = errno;
+	r = reserve_range(entries_end(have), entries_end(want));
+	errno = saved_errno;
+	if (r < 0)
+		return r;
+	while (have < want && !atomic_compare_exchange_weak_explicit(&seg.reserved, &have, want,
+								     memory_order_release, memory_order_acquire))
+		;
 	return 0;
 }
 
@@ -155,6 +202,7 @@ static void fill_header(struct elide_seg_header *h, uint64_t start_time)
  */
 static int create_file(const char *dir, uint64_t start_time, void **ret)
 {
+	struct stat st;
 	char tmp[80];
 	void *p = NULL;
 	int dfd, fd, r;
@@ -188,20 +236,25 @@ static int create_file(const char *dir, uint64_t start_time, void **ret)
 	r = ftruncate(fd, (off_t)seg.size) < 0 ? -errno : 0;
 	if (r == 0)
 		r = -posix_fallocate(fd, 0, (off_t)entries_end(SEG_RESERVE_FIRST));
+	if (r == 0)
+		r = fstat(fd, &st) < 0 ? -errno : 0;
 	if (r == 0) {
 		p = mmap(NULL, seg.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (p == MAP_FAILED)
 			r = -errno;
 	}
+	/* The mapping is all we keep: the fd number is the program's again. */
+	close(fd);
 	if (r < 0) {
-		close(fd);
 		unlinkat(dfd, tmp, 0);
 		close(dfd);
 		return r;
 	}
 	seg.dirfd = dfd;
-	seg.fd = fd;
-	seg.reserved = SEG_RESERVE_FIRST < elide.nrecs ? SEG_RESERVE_FIRST : elide.nrecs;
+	seg.dev = st.st_dev;
+	seg.ino = st.st_ino;
+	atomic_store_explicit(&seg.reserved, SEG_RESERVE_FIRST < elide.nrecs ? SEG_RESERVE_FIRST : elide.nrecs,
+			      memory_order_relaxed);
 	snprintf(seg.path, sizeof(seg.path), "%s/%s", dir, seg.name);
 	*ret = p;
 	return 0;
@@ -272,9 +325,6 @@ static void *segment_create(bool quiet)
 	seg.size = segment_size();
 	seg.file_backed = false;
 	seg.path[0] = '\0';
-	if (seg.fd >= 0)
-		close(seg.fd); /* a forked child's copy of the parent's file */
-	seg.fd = -1;
 	r = read_start_time(&start_time);
 	if (r == 0 && !elide.opts.stats)
 		r = -ECANCELED; /* stats=0: keep everything private, quietly */
@@ -362,6 +412,9 @@ void segment_fork_child(void)
 	uint32_t high;
 	void *base;
 
+	/* Another thread of the parent may have been applying decisions at the
+	 * fork: it does not exist here, so nobody would clear its flag. */
+	atomic_flag_clear_explicit(&control_busy, memory_order_relaxed);
 	if (!old_base)
 		return;
 	high = elide.seg_header->lock_high_water;
@@ -397,12 +450,11 @@ static bool control_value_ok(uint32_t v, uint32_t lo, uint32_t hi)
  */
 void segment_poll_control_slow(void)
 {
-	static atomic_flag busy = ATOMIC_FLAG_INIT;
 	struct elide_seg_control c;
 	uint64_t gen, again;
 
 	/* One thread applies; the others carry on with the old decisions. */
-	if (atomic_flag_test_and_set_explicit(&busy, memory_order_acquire))
+	if (atomic_flag_test_and_set_explicit(&control_busy, memory_order_acquire))
 		return;
 	gen = __atomic_load_n(&elide.seg_control->generation, __ATOMIC_ACQUIRE);
 	if ((gen & 1) || gen == elide.control_seen)
@@ -436,5 +488,5 @@ void segment_poll_control_slow(void)
 	registry_apply_lock_decisions();
 	segment_publish_status();
 out:
-	atomic_flag_clear_explicit(&busy, memory_order_release);
+	atomic_flag_clear_explicit(&control_busy, memory_order_release);
 }

@@ -19,7 +19,19 @@ static const struct {
 	{ "GenuineIntel", 6, 0x3f, 4, false },  /* E7 v3: TSX works */
 	{ "GenuineIntel", 6, 0x3f, 5, false },
 	{ "GenuineIntel", 6, 0x4f, 1, false },  /* Broadwell-EP */
-	{ "GenuineIntel", 6, 0x55, 4, false },  /* Skylake-SP */
+	{ "GenuineIntel", 6, 0x55, 4, true },   /* Skylake-SP: TSX memory-ordering notice */
+	{ "GenuineIntel", 6, 0x55, 5, true },
+	{ "GenuineIntel", 6, 0x55, 6, false },  /* Cascade Lake stepping 6+ */
+	{ "GenuineIntel", 6, 0x55, 7, false },
+	{ "GenuineIntel", 6, 0x4e, 3, true },   /* Skylake client */
+	{ "GenuineIntel", 6, 0x5e, 3, true },
+	{ "GenuineIntel", 6, 0x8e, 9, true },   /* Kaby Lake client */
+	{ "GenuineIntel", 6, 0x8e, 0xc, true }, /* Whiskey Lake (i7-8665U) */
+	{ "GenuineIntel", 6, 0x8e, 0xd, false },
+	{ "GenuineIntel", 6, 0x9e, 0xa, true }, /* Coffee Lake */
+	{ "GenuineIntel", 6, 0x9e, 0xc, true },
+	{ "GenuineIntel", 6, 0x9e, 0xd, false },
+	{ "GenuineIntel", 6, 0x6a, 6, false },  /* Ice Lake-SP */
 	{ "GenuineIntel", 6, 0x8f, 8, false },  /* Sapphire Rapids */
 	{ "GenuineIntel", 15, 0x3c, 3, false }, /* right model, wrong family */
 	{ "AuthenticAMD", 6, 0x3c, 3, false },
@@ -54,11 +66,22 @@ static const struct {
 	{ "glibc.malloc.check=3:glibc.elision.enable=1", true },
 	{ "glibc.elision.enable=1:glibc.malloc.check=3", true },
 	{ "glibc.elision.enable=0", false },
-	{ "glibc.elision.enable=10", false },
+	{ "glibc.elision.enable=10", false },   /* out of range: ignored */
+	{ "glibc.elision.enable=01", true },    /* glibc reads C notation */
+	{ "glibc.elision.enable=0x1", true },
+	{ "glibc.elision.enable=0X1", true },
+	{ "glibc.elision.enable= 1", true },
+	{ "glibc.elision.enable=+1", true },
+	{ "glibc.elision.enable=1x", true },    /* parsing stops at the x */
+	{ "glibc.elision.enable=-1", false },
+	{ "glibc.elision.enable=2", false },
+	{ "glibc.elision.enable=1:glibc.elision.enable=2", true },  /* 2 ignored, 1 stays */
+	{ "glibc.elision.enable=1:glibc.elision.enable=0", false }, /* the last one wins */
+	{ "glibc.elision.enable=1:glibc.elision.enable=", false },  /* no digit reads as 0 */
+	{ "glibc.elision.enable=0x", false },
 	{ "xglibc.elision.enable=1", false },
 	{ "glibc.elision.enable=", false },
 	{ "glibc.elision.enable", false },
-	{ "glibc.elision.enable=1x", false },
 	{ "glibc.elision.skip_lock_busy=3", false },
 	{ ":::", false },
 	{ "glibc.elision.enable=0:glibc.elision.enable=1", true },
