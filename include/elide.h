@@ -12,8 +12,9 @@
  * All functions return 0 on success or a negative errno value:
  *   -ENOSYS  libelide is not loaded in this process
  *   -EINVAL  unknown policy, NULL lock, or a lock type libelide never elides
- *   -ENOSPC  the per-process lock table is full (the lock keeps its policy
- *            from the environment and is counted in the overflow bucket)
+ *   -ENOSPC  the per-process lock table is full (nothing changed for the
+ *            lock: it follows the process's mode, counted in the overflow
+ *            bucket once contended)
  *
  * See elide.h(3).
  */
