@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "elide.h"
+#include "glibc-abi.h"
 #include "hw.h"
 #include "macros.h"
 #include "options.h"
@@ -20,23 +21,23 @@
 
 /*
  * A lock's record index lives inside the lock, in bytes glibc keeps for
- * elision or padding and zeroes in every initializer (glibc >= 2.25,
- * x86_64 layouts from <bits/struct_mutex.h> and <bits/struct_rwlock.h>):
- *   mutex:  __data.__elision (glibc's elision never runs beside us: we refuse
- *           to start when GLIBC_TUNABLES enables it)
- *   rwlock: __data.__pad1[1..2]
+ * elision or padding and zeroes in every initializer (x86_64, glibc 2.28 ..
+ * 2.43; offsets, assertions and the run-time check in glibc-abi.h):
+ *   mutex:  byte 22, __elision / __unused (glibc's elision never runs beside
+ *           us: we refuse to start when GLIBC_TUNABLES enables it)
+ *   rwlock: bytes 34 (readers) and 36 (writers), inside __pad1
  * 0 means "no record yet".  Reading it costs nothing extra: it shares the
  * cache line with the lock word that the fast path reads anyway.
  */
 static inline uint16_t *mutex_idx_ptr(pthread_mutex_t *m)
 {
-	return (uint16_t *)&m->__data.__elision;
+	return glibc_mutex_idx(m);
 }
 
 static inline uint16_t *rwlock_idx_ptr(pthread_rwlock_t *rw, bool write)
 {
 	/* Readers and writers adapt separately: two records per rwlock. */
-	return (uint16_t *)(void *)&rw->__data.__pad1[write ? 3 : 1];
+	return glibc_rwlock_idx(rw, write);
 }
 
 /* glibc's rwlock __readers word (documented in pthread_rwlock_common.c). */
@@ -173,9 +174,11 @@ void rec_set_type_normal(struct lock_rec *rec) _hidden_;
 void rec_set_type_unelidable(struct lock_rec *rec) _hidden_;
 void registry_init_overflow_entry(void) _hidden_;
 void rec_note_contended(struct lock_rec *rec) _hidden_;
-void rec_note_abort(struct lock_rec *rec, uint32_t status, uint64_t cycles) _hidden_;
+void rec_note_abort(struct lock_rec *rec, uint32_t status, uint64_t cycles, unsigned weight) _hidden_;
 void rec_note_commit_sample(struct lock_rec *rec) _hidden_;
 void rec_back_off(struct lock_rec *rec) _hidden_;
+void rec_back_off_from(struct lock_rec *rec, int32_t expected) _hidden_;
+void rec_probe_committed(struct lock_rec *rec) _hidden_;
 int attr_mark_normal(const pthread_mutexattr_t *attr, bool normal) _hidden_;
 bool attr_is_normal(const pthread_mutexattr_t *attr) _hidden_;
 

@@ -168,11 +168,36 @@ struct elided_lock {
 	struct lock_rec *rec;
 };
 
+/*
+ * What one thread knows of a lock it uses, so that a lock whose elision
+ * does not pay costs no shared write per acquisition: how many real
+ * acquisitions it still takes before probing a backed-off lock again, and
+ * how many of its acquisitions in a row failed to elide.  Direct-mapped by
+ * record index; a collision only restarts that thread's count.
+ */
+#define LOCAL_SLOTS 64
+/* Failed acquisitions in a row after which an acquisition makes one
+ * attempt, without waiting or pausing, and counts 1 in THROTTLED_SAMPLE. */
+#define STREAK_THROTTLE 2
+/* ...and after which an adaptive lock backs off. */
+#define STREAK_BACK_OFF 6
+#define STREAK_MAX 255
+#define THROTTLED_SAMPLE 16
+
+struct lock_local {
+	uint32_t idx;                 /* record index, 0 = slot unused */
+	uint32_t skip_left;           /* real acquisitions before the next probe, 0 = not counting */
+	uint32_t fail_streak;         /* acquisitions in a row that fell back */
+};
+
 struct elide_thread {
 	unsigned depth;
 	unsigned sample_count;        /* drives 1-in-opts.sample counting */
 	unsigned attempt_count;       /* drives 1-in-16 abort timing */
+	unsigned throttled_count;     /* drives 1-in-THROTTLED_SAMPLE counting */
+	struct lock_rec *probe_rec;   /* set inside a probing transaction */
 	struct elided_lock held[ELIDE_MAX_NEST];
+	struct lock_local local[LOCAL_SLOTS];
 };
 
 static __thread struct elide_thread self;
@@ -180,6 +205,26 @@ static __thread struct elide_thread self;
 static inline bool sample_now(void)
 {
 	return ((++self.sample_count) & elide.sample_mask) == 0;
+}
+
+static inline struct lock_local *local_of(const struct lock_rec *rec)
+{
+	uint32_t idx = rec_index(rec);
+	struct lock_local *l = &self.local[idx & (LOCAL_SLOTS - 1)];
+
+	if (unlikely(l->idx != idx)) {
+		l->idx = idx;
+		l->skip_left = 0;
+		l->fail_streak = 0;
+	}
+	return l;
+}
+
+/* The weight of this throttled acquisition's counts: THROTTLED_SAMPLE for
+ * 1 in THROTTLED_SAMPLE of them, else 0 (not counted). */
+static inline unsigned throttled_weight(void)
+{
+	return (++self.throttled_count & (THROTTLED_SAMPLE - 1)) == 0 ? THROTTLED_SAMPLE : 0;
 }
 
 /* Remove `lock` from the elided set; true if it was there. */
@@ -327,13 +372,24 @@ static void conflict_pause(unsigned attempt)
  * Try to run the critical section as a transaction.  Returns true with the
  * transaction open (the caller returns 0 to the program), false when the
  * caller must take the real lock.
+ *
+ * A thread whose last acquisitions of this lock all fell back is throttled:
+ * one attempt, no waiting for a busy lock, no pauses, counts sampled.  A
+ * lock whose elision keeps failing thus costs one attempt per acquisition
+ * (mode=on, policy always) until adaptive mode backs it off, which takes
+ * STREAK_BACK_OFF failures in a row rather than a whole abort window.  A
+ * commit ends the streak inside the transaction, so a lock that elides
+ * well never sees throttling.
  */
-static bool try_elide(void *lock, struct lock_rec *rec, enum elide_op op)
+static __attribute__((noinline)) bool try_elide(void *lock, struct lock_rec *rec, enum elide_op op)
 {
-	unsigned retries = elide.opts.retries;
-	unsigned busy_retries = elide.opts.busy_retries;
+	struct lock_local *l = local_of(rec);
+	bool throttled = l->fail_streak >= STREAK_THROTTLE;
+	unsigned weight = throttled ? throttled_weight() : 1;
+	unsigned retries = throttled ? 0 : elide.opts.retries;
+	unsigned busy_retries = throttled ? 0 : elide.opts.busy_retries;
 	unsigned attempt = 0;
-	bool other_retried = false;
+	bool other_retried = throttled;
 
 	for (;;) {
 		uint64_t start = 0;
@@ -341,7 +397,7 @@ static bool try_elide(void *lock, struct lock_rec *rec, enum elide_op op)
 
 		if (!lock_is_free(lock, op) && !in_elided_section()) {
 			/* Held for longer than a section should take: queue. */
-			if (!wait_until_free(lock, op))
+			if (throttled || !wait_until_free(lock, op))
 				break;
 		}
 		/* Time 1 in 16 attempts: cheap enough, and an unbiased estimate. */
@@ -350,12 +406,15 @@ static bool try_elide(void *lock, struct lock_rec *rec, enum elide_op op)
 		status = likely(!elide.sim_abort) ? _xbegin() : elide.sim_abort_status;
 		if (status == _XBEGIN_STARTED) {
 			if (likely(lock_is_free(lock, op))) {
+				if (unlikely(l->fail_streak))
+					l->fail_streak = 0;
 				elided_push(lock, rec);
 				return true;
 			}
 			_xabort(ELIDE_XABORT_BUSY);
 		}
-		rec_note_abort(rec, status, start ? (__rdtsc() - start) * 16 : 0);
+		if (weight)
+			rec_note_abort(rec, status, start ? (__rdtsc() - start) * 16 : 0, weight);
 		switch (elide_abort_classify(status)) {
 		case ELIDE_ABORT_BUSY:
 			if (busy_retries-- == 0)
@@ -389,6 +448,45 @@ static bool try_elide(void *lock, struct lock_rec *rec, enum elide_op op)
 		}
 	}
 fallback:
+	if (l->fail_streak < STREAK_MAX)
+		l->fail_streak++;
+	if (l->fail_streak == STREAK_BACK_OFF)
+		rec_back_off(rec);
+	if (weight) {
+		rec_count(rec, STAT_FALLBACKS, weight);
+		rec_count(rec, STAT_ACQUIRED, weight);
+	}
+	return false;
+}
+
+/*
+ * A backed-off lock whose skip this thread has counted down: one
+ * transaction tells whether eliding pays again.  It commits: the gate goes
+ * back to eliding at the commit (commit_elided).  It aborts: the back-off
+ * doubles.  A lock found busy is probed at the next acquisition instead.
+ */
+static __attribute__((noinline)) bool probe_elide(void *lock, struct lock_rec *rec, enum elide_op op, int32_t span, struct lock_local *l)
+{
+	uint32_t status;
+
+	if (!lock_is_free(lock, op)) {
+		l->skip_left = 1;
+		return false;
+	}
+	status = likely(!elide.sim_abort) ? _xbegin() : elide.sim_abort_status;
+	if (status == _XBEGIN_STARTED) {
+		if (likely(lock_is_free(lock, op))) {
+			self.probe_rec = rec;
+			elided_push(lock, rec);
+			return true;
+		}
+		_xabort(ELIDE_XABORT_BUSY);
+	}
+	rec_note_abort(rec, status, 0, 1);
+	if (elide_abort_classify(status) == ELIDE_ABORT_BUSY)
+		l->skip_left = 1;
+	else
+		rec_back_off_from(rec, span);
 	rec_count(rec, STAT_FALLBACKS, 1);
 	rec_count(rec, STAT_ACQUIRED, 1);
 	return false;
@@ -397,36 +495,51 @@ fallback:
 /*
  * Decide for a tracked lock (one with a record).  Returns true when the
  * section now runs elided; false means "take the real lock" (and the
- * acquisition was already counted).
+ * acquisition was already counted).  A backed-off lock is counted down per
+ * thread: no shared write per acquisition.
  */
+/* 1 in opts.sample real acquisitions of a tracked lock: counts, and a look
+ * for decisions from elided. */
+static __attribute__((noinline, cold)) void count_real_acquisitions(struct lock_rec *rec, int32_t gate)
+{
+	rec_count(rec, STAT_ACQUIRED, elide.opts.sample);
+	if (gate > 0)
+		rec_count(rec, STAT_SKIPPED, elide.opts.sample);
+	rec_publish_state(rec);
+	segment_poll_control();
+}
+
 static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_op op)
 {
 	int32_t gate = atomic_load_explicit(&rec->gate, memory_order_relaxed);
 
 	if (likely(gate == GATE_ELIDE))
 		return try_elide(lock, rec, op);
-	if (gate > 0)
-		/* A CAS, not a store: a policy that lands meanwhile (never, from
-		 * elided or the program) must not be overwritten by a count. */
-		atomic_compare_exchange_strong_explicit(&rec->gate, &gate, gate - 1, memory_order_relaxed,
-							memory_order_relaxed);
+	if (gate > 0) {
+		struct lock_local *l = local_of(rec);
+
+		if (l->skip_left == 0 || l->skip_left > (uint32_t)gate)
+			l->skip_left = (uint32_t)gate;
+		if (--l->skip_left == 0 && !in_elided_section())
+			return probe_elide(lock, rec, op, gate, l);
+	}
 	/* Inside an elided section a shared write would join the outer
 	 * transaction's write set: count only outside. */
-	if (unlikely(sample_now()) && !in_elided_section()) {
-		rec_count(rec, STAT_ACQUIRED, elide.opts.sample);
-		if (gate > 0)
-			rec_count(rec, STAT_SKIPPED, elide.opts.sample);
-		rec_publish_state(rec);
-		segment_poll_control();
-	}
+	if (unlikely(sample_now()) && !in_elided_section())
+		count_real_acquisitions(rec, gate);
 	return false;
 }
 
 static inline void commit_elided(struct lock_rec *rec)
 {
 	_xend();
-	/* A nested section's XEND commits nothing yet: count at the outermost. */
-	if (unlikely(sample_now()) && !in_elided_section())
+	if (in_elided_section())
+		return; /* a nested XEND commits nothing yet: count at the outermost */
+	if (unlikely(self.probe_rec == rec)) {
+		self.probe_rec = NULL;
+		rec_probe_committed(rec);
+	}
+	if (unlikely(sample_now()))
 		rec_note_commit_sample(rec);
 }
 
@@ -543,7 +656,7 @@ static inline bool mutex_takes_fast_path(const pthread_mutex_t *m)
 		return true;
 	if (path == PATH_TRACK_ALL)
 		return false;
-	return (__atomic_load_n(&m->__data.__elision, __ATOMIC_RELAXED) | mutex_word(m)) == 0;
+	return (glibc_mutex_idx_load(m) | mutex_word(m)) == 0;
 }
 
 _public_ int pthread_mutex_lock(pthread_mutex_t *m)
@@ -1028,6 +1141,10 @@ static const char *decide_disabled_reason(void)
 	if (elide_glibc_elision_enabled(secure_getenv("GLIBC_TUNABLES")))
 		return "GLIBC_TUNABLES enables glibc's own elision (glibc.elision.enable=1); "
 		       "passing through to avoid eliding twice";
+	/* After the tunables check: glibc's elision would write the probed bytes. */
+	const char *glibc_why = glibc_check(&glibc_facts);
+	if (glibc_why)
+		return glibc_why;
 	if (!elide.recs)
 		return "could not allocate the lock table";
 	return NULL;

@@ -131,6 +131,7 @@ void rec_publish_state(struct lock_rec *rec)
 	int32_t gate = atomic_load_explicit(&rec->gate, memory_order_relaxed);
 	uint32_t state = state_of_gate(gate);
 	uint32_t reason = atomic_load_explicit(&rec->reason, memory_order_relaxed);
+	uint32_t policy = atomic_load_explicit(&rec->policy, memory_order_relaxed);
 
 	if (!elide.enabled || elide.opts.mode == ELIDE_MODE_OFF) {
 		state = ELIDE_SEG_STATE_PLAIN;
@@ -138,10 +139,14 @@ void rec_publish_state(struct lock_rec *rec)
 	} else if (state == ELIDE_SEG_STATE_OFF_ADAPT) {
 		reason = ELIDE_SEG_REASON_ABORTS;
 	}
-	__atomic_store_n(&e->state, state, __ATOMIC_RELAXED);
-	__atomic_store_n(&e->reason, reason, __ATOMIC_RELAXED);
-	__atomic_store_n(&e->policy, (uint32_t)atomic_load_explicit(&rec->policy, memory_order_relaxed),
-			 __ATOMIC_RELAXED);
+	/* Called on sampled paths too: a store of an unchanged value would
+	 * still take the line away from readers. */
+	if (__atomic_load_n(&e->state, __ATOMIC_RELAXED) != state)
+		__atomic_store_n(&e->state, state, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&e->reason, __ATOMIC_RELAXED) != reason)
+		__atomic_store_n(&e->reason, reason, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&e->policy, __ATOMIC_RELAXED) != policy)
+		__atomic_store_n(&e->policy, policy, __ATOMIC_RELAXED);
 }
 
 static uint32_t rec_alloc(void)
@@ -394,14 +399,15 @@ void rec_note_contended(struct lock_rec *rec)
 }
 
 /*
- * Stop eliding for a while: opts.skip real acquisitions, doubling with every
- * back-off that follows without commits in between, up to opts.skip_max.
+ * Stop eliding for a while: opts.skip real acquisitions per thread, doubling
+ * with every back-off that follows without commits in between (a failed
+ * probe is one), up to opts.skip_max.  `expected` is the gate this decision
+ * replaces: GATE_ELIDE, or the span of the back-off a probe just failed.
  */
-void rec_back_off(struct lock_rec *rec)
+void rec_back_off_from(struct lock_rec *rec, int32_t expected)
 {
 	uint8_t level;
 	uint64_t skip;
-	int32_t expected = GATE_ELIDE;
 
 	if (!rec_adapts(rec))
 		return;
@@ -419,21 +425,42 @@ void rec_back_off(struct lock_rec *rec)
 	rec_publish_state(rec);
 }
 
+void rec_back_off(struct lock_rec *rec)
+{
+	rec_back_off_from(rec, GATE_ELIDE);
+}
+
+/* A probe of a backed-off lock committed: elide it again. */
+void rec_probe_committed(struct lock_rec *rec)
+{
+	int32_t gate = atomic_load_explicit(&rec->gate, memory_order_relaxed);
+
+	/* Only a back-off gives way; a policy that landed meanwhile stays. */
+	if (gate <= 0 || !rec_adapts(rec))
+		return;
+	if (!atomic_compare_exchange_strong_explicit(&rec->gate, &gate, GATE_ELIDE, memory_order_relaxed,
+						     memory_order_relaxed))
+		return;
+	atomic_store_explicit(&rec->reason, ELIDE_SEG_REASON_CONTENDED, memory_order_relaxed);
+	rec_publish_state(rec);
+}
+
 /*
  * HotSpot-style cut-off: every opts.window aborts, compare aborts with the
  * (sampled) commits of the same window and back off when aborts dominate.
+ * `weight` is how many aborts this one stands for (sampled counting).
  */
-void rec_note_abort(struct lock_rec *rec, uint32_t status, uint64_t cycles)
+void rec_note_abort(struct lock_rec *rec, uint32_t status, uint64_t cycles, unsigned weight)
 {
 	enum elide_abort_cause cause = elide_abort_classify(status);
 	uint32_t aborts;
 	uint64_t commits;
 
-	rec_count(rec, STAT_ABORT_FIRST + cause, 1);
-	rec_count(rec, STAT_ATTEMPTS, 1);
+	rec_count(rec, STAT_ABORT_FIRST + cause, weight);
+	rec_count(rec, STAT_ATTEMPTS, weight);
 	if (cycles)
-		rec_count(rec, STAT_CYCLES_LOST, cycles);
-	aborts = atomic_fetch_add_explicit(&rec->window_aborts, 1, memory_order_relaxed) + 1;
+		rec_count(rec, STAT_CYCLES_LOST, cycles * weight);
+	aborts = atomic_fetch_add_explicit(&rec->window_aborts, weight, memory_order_relaxed) + weight;
 	if (aborts < elide.opts.window)
 		return;
 	atomic_store_explicit(&rec->window_aborts, 0, memory_order_relaxed);

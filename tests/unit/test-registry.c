@@ -163,6 +163,35 @@ START_TEST(test_backoff_doubles_and_caps)
 }
 END_TEST
 
+/* A failed probe doubles the span it replaces; a committed probe elides
+ * again; neither overrides a policy that landed meanwhile. */
+START_TEST(test_probe_outcomes)
+{
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *rec = registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL);
+	int32_t span;
+
+	atomic_store(&rec->gate, GATE_ELIDE);
+	rec_back_off(rec);
+	span = gate(rec);
+	ck_assert_int_eq(span, (int32_t)elide.opts.skip);
+	rec_back_off_from(rec, span);
+	ck_assert_int_eq(gate(rec), 2 * span);
+	/* A stale span (another thread's probe got there first) changes nothing. */
+	rec_back_off_from(rec, span);
+	ck_assert_int_eq(gate(rec), 2 * span);
+	rec_probe_committed(rec);
+	ck_assert_int_eq(gate(rec), GATE_ELIDE);
+	rec_probe_committed(rec);
+	ck_assert_int_eq(gate(rec), GATE_ELIDE);
+	rec_set_policy(rec, ELIDE_POLICY_NEVER);
+	rec_probe_committed(rec);
+	ck_assert_int_eq(gate(rec), GATE_NEVER);
+	rec_back_off_from(rec, GATE_NEVER);
+	ck_assert_int_eq(gate(rec), GATE_NEVER);
+}
+END_TEST
+
 START_TEST(test_backoff_only_from_eliding)
 {
 	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
@@ -188,7 +217,7 @@ START_TEST(test_mode_on_never_backs_off)
 	rec = registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL);
 	ck_assert_int_eq(gate(rec), GATE_ELIDE);
 	for (int i = 0; i < 5000; i++)
-		rec_note_abort(rec, _XABORT_CAPACITY, 10);
+		rec_note_abort(rec, _XABORT_CAPACITY, 10, 1);
 	rec_back_off(rec);
 	ck_assert_int_eq(gate(rec), GATE_ELIDE);
 	ck_assert_uint_eq(stat(rec, STAT_ABORT_FIRST + ELIDE_ABORT_CAPACITY), 5000);
@@ -206,16 +235,16 @@ START_TEST(test_abort_ratio_window)
 	atomic_store(&rec->gate, GATE_ELIDE);
 	/* 99 aborts against many commits: window not complete, no change. */
 	for (int i = 0; i < 99; i++)
-		rec_note_abort(rec, _XABORT_CONFLICT | _XABORT_RETRY, 0);
+		rec_note_abort(rec, _XABORT_CONFLICT | _XABORT_RETRY, 0, 1);
 	ck_assert_int_eq(gate(rec), GATE_ELIDE);
 	/* Commits dominate the window: the 100th abort keeps eliding. */
 	for (unsigned i = 0; i < 1000 / sample + 2; i++)
 		rec_note_commit_sample(rec);
-	rec_note_abort(rec, _XABORT_CONFLICT | _XABORT_RETRY, 0);
+	rec_note_abort(rec, _XABORT_CONFLICT | _XABORT_RETRY, 0, 1);
 	ck_assert_int_eq(gate(rec), GATE_ELIDE);
 	/* A window of aborts with no commits backs off. */
 	for (int i = 0; i < 100; i++)
-		rec_note_abort(rec, _XABORT_CONFLICT | _XABORT_RETRY, 0);
+		rec_note_abort(rec, _XABORT_CONFLICT | _XABORT_RETRY, 0, 1);
 	ck_assert_int_gt(gate(rec), 0);
 	ck_assert_uint_eq(stat(rec, STAT_ABORT_FIRST + ELIDE_ABORT_CONFLICT), 200);
 }
@@ -373,6 +402,7 @@ int main(void)
 	tcase_add_test(tc, test_contention_gates_elision);
 	tcase_add_test(tc, test_backoff_doubles_and_caps);
 	tcase_add_test(tc, test_backoff_only_from_eliding);
+	tcase_add_test(tc, test_probe_outcomes);
 	tcase_add_test(tc, test_mode_on_never_backs_off);
 	tcase_add_test(tc, test_abort_ratio_window);
 	tcase_add_test(tc, test_overflow_and_detach);
