@@ -43,3 +43,12 @@ tests_unit_test_dbus_SOURCES = tests/unit/test-dbus.c elided/dbus.c elided/dbus.
 tests_unit_test_dbus_CFLAGS = $(UNIT_CFLAGS) $(SYSTEMD_CFLAGS) -I$(top_srcdir)/elided -DTOP_SRCDIR=\"$(abs_top_srcdir)\"
 tests_unit_test_dbus_LDADD = $(UNIT_LDADD) $(SYSTEMD_LIBS) common/libelide-tools.la
 endif
+
+# glibc-check.c: version verdicts and the probe, run against this glibc without LD_PRELOAD.
+if HAVE_CHECK
+check_PROGRAMS += tests/unit/test-glibc-check
+TESTS += tests/unit/test-glibc-check
+tests_unit_test_glibc_check_SOURCES = tests/unit/test-glibc-check.c libelide/glibc-check.c libelide/glibc-abi.h
+tests_unit_test_glibc_check_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_glibc_check_LDADD = $(UNIT_LDADD)
+endif

@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Is the running glibc one whose lock layout and behaviour libelide has
+ * verified?  The static assertions in glibc-abi.h cover the headers we were
+ * built against; a program runs against whatever glibc the system has, so
+ * this checks the version and then watches glibc's own functions work on
+ * local locks.  It runs in the constructor, possibly before malloc or
+ * stdio are safe to use: nothing here allocates, prints or calls dlsym.
+ */
+#include <errno.h>
+#include <gnu/libc-version.h>
+#include <string.h>
+
+#include "glibc-abi.h"
+
+struct glibc_facts glibc_facts;
+
+/* glibc's own functions, past our interposers (as elide.c uses them). */
+extern int __pthread_mutex_init(pthread_mutex_t *, const pthread_mutexattr_t *);
+extern int __pthread_mutex_destroy(pthread_mutex_t *);
+extern int __pthread_mutex_lock(pthread_mutex_t *);
+extern int __pthread_mutex_trylock(pthread_mutex_t *);
+extern int __pthread_mutex_unlock(pthread_mutex_t *);
+extern int __pthread_mutexattr_init(pthread_mutexattr_t *);
+extern int __pthread_mutexattr_settype(pthread_mutexattr_t *, int);
+extern int __pthread_mutexattr_destroy(pthread_mutexattr_t *);
+extern int __pthread_rwlock_init(pthread_rwlock_t *, const pthread_rwlockattr_t *);
+extern int __pthread_rwlock_destroy(pthread_rwlock_t *);
+extern int __pthread_rwlock_rdlock(pthread_rwlock_t *);
+extern int __pthread_rwlock_trywrlock(pthread_rwlock_t *);
+extern int __pthread_rwlock_wrlock(pthread_rwlock_t *);
+extern int __pthread_rwlock_unlock(pthread_rwlock_t *);
+
+/* Parses up to 6 decimal digits at *p; -EINVAL when there are none. */
+static int parse_number(const char **p, unsigned *out)
+{
+	const char *s = *p;
+	unsigned v = 0;
+	int n = 0;
+
+	while (*s >= '0' && *s <= '9') {
+		if (++n > 6)
+			return -EINVAL;
+		v = v * 10 + (unsigned)(*s++ - '0');
+	}
+	if (n == 0)
+		return -EINVAL;
+	*p = s;
+	*out = v;
+	return 0;
+}
+
+int glibc_parse_version(const char *version, unsigned *major, unsigned *minor)
+{
+	const char *p = version;
+	unsigned maj, min, extra;
+
+	if (!p || parse_number(&p, &maj) < 0 || *p++ != '.' || parse_number(&p, &min) < 0)
+		return -EINVAL;
+	while (*p == '.') {
+		p++;
+		if (parse_number(&p, &extra) < 0)
+			return -EINVAL;
+	}
+	if (*p != '\0')
+		return -EINVAL;
+	*major = maj;
+	*minor = min;
+	return 0;
+}
+
+/* Appends to a reason being built in a fixed buffer; stdio may not be usable yet. */
+struct reason_buf {
+	char *p, *end;
+};
+
+static void put_str(struct reason_buf *b, const char *s)
+{
+	while (*s && b->p < b->end - 1)
+		*b->p++ = *s++;
+	*b->p = '\0';
+}
+
+static void put_uint(struct reason_buf *b, unsigned v)
+{
+	char digits[12];
+	int n = 0;
+
+	do
+		digits[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	while (n > 0 && b->p < b->end - 1)
+		*b->p++ = digits[--n];
+	*b->p = '\0';
+}
+
+const char *glibc_version_reason(const char *version, unsigned *major, unsigned *minor)
+{
+	static char reason[160];
+	struct reason_buf b = { reason, reason + sizeof(reason) };
+	unsigned maj, min;
+
+	if (glibc_parse_version(version, &maj, &min) < 0) {
+		put_str(&b, "glibc version '");
+		put_str(&b, version ? version : "(null)");
+		put_str(&b, "' cannot be parsed; libelide was verified against glibc 2.28 .. 2.43");
+		return reason;
+	}
+	*major = maj;
+	*minor = min;
+	if (maj == GLIBC_VERIFIED_MAJOR && min >= GLIBC_VERIFIED_MINOR_MIN && min <= GLIBC_VERIFIED_MINOR_MAX)
+		return NULL;
+	put_str(&b, "glibc ");
+	put_uint(&b, maj);
+	put_str(&b, ".");
+	put_uint(&b, min);
+	if (maj < GLIBC_VERIFIED_MAJOR || (maj == GLIBC_VERIFIED_MAJOR && min < GLIBC_VERIFIED_MINOR_MIN))
+		put_str(&b, " is older than the 2.28 this libelide was verified against");
+	else
+		put_str(&b, " is newer than the 2.43 this libelide was verified against");
+	return reason;
+}
+
+/* Index values glibc never writes: if they change, glibc wrote our bytes. */
+#define SENTINEL_MUTEX 0xe1d7
+#define SENTINEL_RD 0xe1d5
+#define SENTINEL_WR 0xe1d3
+
+static int mutex_word(const pthread_mutex_t *m)
+{
+	return __atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED);
+}
+
+/* __kind of a mutex glibc initialised from an attribute of type TYPE; -1 when glibc refused. */
+static int kind_of_type(int type)
+{
+	pthread_mutexattr_t attr;
+	pthread_mutex_t m;
+	int kind = -1;
+
+	if (__pthread_mutexattr_init(&attr) != 0)
+		return -1;
+	if (__pthread_mutexattr_settype(&attr, type) == 0 && __pthread_mutex_init(&m, &attr) == 0) {
+		kind = m.__data.__kind;
+		__pthread_mutex_destroy(&m);
+	}
+	__pthread_mutexattr_destroy(&attr);
+	return kind;
+}
+
+static const char *probe_mutex(struct glibc_facts *facts)
+{
+	pthread_mutex_t s = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_t m;
+	int kind;
+
+	if (glibc_mutex_idx_load(&s) != 0)
+		return "glibc probe: PTHREAD_MUTEX_INITIALIZER leaves the mutex index bytes (22-23) nonzero";
+
+	/* Garbage first: we rely on pthread_mutex_init zeroing our index. */
+	memset(&m, 0xa5, sizeof(m));
+	if (__pthread_mutex_init(&m, NULL) != 0)
+		return "glibc probe: pthread_mutex_init failed";
+	if (glibc_mutex_idx_load(&m) != 0)
+		return "glibc probe: pthread_mutex_init does not clear the mutex index bytes (22-23)";
+	if (mutex_word(&m) != 0 || m.__data.__kind != PTHREAD_MUTEX_TIMED_NP)
+		return "glibc probe: pthread_mutex_init leaves __lock or __kind nonzero for a default mutex";
+
+	*glibc_mutex_idx(&m) = SENTINEL_MUTEX;
+	if (__pthread_mutex_lock(&m) != 0)
+		return "glibc probe: pthread_mutex_lock failed";
+	if (mutex_word(&m) == 0)
+		return "glibc probe: the mutex lock word (__lock) is zero while the mutex is held";
+	if (__pthread_mutex_trylock(&m) != EBUSY)
+		return "glibc probe: pthread_mutex_trylock of a held mutex did not answer EBUSY";
+	if (glibc_mutex_idx_load(&m) != SENTINEL_MUTEX)
+		return "glibc probe: pthread_mutex_lock/trylock changed the mutex index bytes (22-23)";
+	if (__pthread_mutex_unlock(&m) != 0)
+		return "glibc probe: pthread_mutex_unlock failed";
+	if (mutex_word(&m) != 0)
+		return "glibc probe: the mutex lock word (__lock) is nonzero after unlock";
+	if (__pthread_mutex_trylock(&m) != 0)
+		return "glibc probe: pthread_mutex_trylock of a free mutex failed";
+	if (mutex_word(&m) == 0)
+		return "glibc probe: the mutex lock word (__lock) is zero while trylock holds the mutex";
+	if (__pthread_mutex_unlock(&m) != 0 || mutex_word(&m) != 0)
+		return "glibc probe: the mutex lock word (__lock) is nonzero after unlock";
+	if (glibc_mutex_idx_load(&m) != SENTINEL_MUTEX)
+		return "glibc probe: pthread_mutex_unlock changed the mutex index bytes (22-23)";
+	if (__pthread_mutex_destroy(&m) != 0 || __pthread_mutex_init(&m, NULL) != 0)
+		return "glibc probe: pthread_mutex_destroy or a second pthread_mutex_init failed";
+	if (glibc_mutex_idx_load(&m) != 0)
+		return "glibc probe: pthread_mutex_init does not clear the mutex index bytes (22-23) of a used mutex";
+	__pthread_mutex_destroy(&m);
+
+	/* mutex_is_elidable_kind() tells the types apart by __kind alone. */
+	if (kind_of_type(PTHREAD_MUTEX_RECURSIVE) != PTHREAD_MUTEX_RECURSIVE_NP)
+		return "glibc probe: a recursive mutex's __kind is not PTHREAD_MUTEX_RECURSIVE_NP";
+	if (kind_of_type(PTHREAD_MUTEX_ERRORCHECK) != PTHREAD_MUTEX_ERRORCHECK_NP)
+		return "glibc probe: an errorcheck mutex's __kind is not PTHREAD_MUTEX_ERRORCHECK_NP";
+	if (kind_of_type(PTHREAD_MUTEX_ADAPTIVE_NP) != PTHREAD_MUTEX_ADAPTIVE_NP)
+		return "glibc probe: an adaptive mutex's __kind is not PTHREAD_MUTEX_ADAPTIVE_NP";
+	kind = kind_of_type(PTHREAD_MUTEX_NORMAL);
+	if (kind != PTHREAD_MUTEX_NORMAL && kind != (PTHREAD_MUTEX_NORMAL | GLIBC_MUTEX_NO_ELISION_NP))
+		return "glibc probe: a normal mutex's __kind is neither 0 nor PTHREAD_MUTEX_NO_ELISION_NP";
+	facts->normal_kind_tagged = (kind & GLIBC_MUTEX_NO_ELISION_NP) != 0;
+	return NULL;
+}
+
+static unsigned rw_readers(const pthread_rwlock_t *rw)
+{
+	return __atomic_load_n(&rw->__data.__readers, __ATOMIC_RELAXED);
+}
+
+static int rw_writer(const pthread_rwlock_t *rw)
+{
+	return __atomic_load_n(&rw->__data.__cur_writer, __ATOMIC_RELAXED);
+}
+
+static bool rw_sentinels_intact(pthread_rwlock_t *rw)
+{
+	return *glibc_rwlock_idx(rw, false) == SENTINEL_RD && *glibc_rwlock_idx(rw, true) == SENTINEL_WR;
+}
+
+static bool rw_idx_clear(pthread_rwlock_t *rw)
+{
+	return *glibc_rwlock_idx(rw, false) == 0 && *glibc_rwlock_idx(rw, true) == 0;
+}
+
+/* __readers bits as elide-internal.h names them: 2 = write-locked, count from bit 3. */
+#define RW_WRLOCKED 2u
+#define RW_READER_SHIFT 3
+
+static const char *probe_rwlock(void)
+{
+	pthread_rwlock_t s = PTHREAD_RWLOCK_INITIALIZER;
+	pthread_rwlock_t rw;
+
+	if (!rw_idx_clear(&s))
+		return "glibc probe: PTHREAD_RWLOCK_INITIALIZER leaves the rwlock index bytes (34-37) nonzero";
+
+	memset(&rw, 0xa5, sizeof(rw));
+	if (__pthread_rwlock_init(&rw, NULL) != 0)
+		return "glibc probe: pthread_rwlock_init failed";
+	if (!rw_idx_clear(&rw))
+		return "glibc probe: pthread_rwlock_init does not clear the rwlock index bytes (34-37)";
+	if (rw_readers(&rw) != 0 || rw_writer(&rw) != 0 || rw.__data.__shared != 0)
+		return "glibc probe: pthread_rwlock_init leaves __readers, __cur_writer or __shared nonzero";
+
+	*glibc_rwlock_idx(&rw, false) = SENTINEL_RD;
+	*glibc_rwlock_idx(&rw, true) = SENTINEL_WR;
+	if (__pthread_rwlock_rdlock(&rw) != 0)
+		return "glibc probe: pthread_rwlock_rdlock failed";
+	if (rw_readers(&rw) >> RW_READER_SHIFT != 1 || (rw_readers(&rw) & RW_WRLOCKED))
+		return "glibc probe: __readers does not count one reader (>> 3) while read-held";
+	if (__pthread_rwlock_trywrlock(&rw) != EBUSY)
+		return "glibc probe: pthread_rwlock_trywrlock of a read-held rwlock did not answer EBUSY";
+	if (!rw_sentinels_intact(&rw))
+		return "glibc probe: pthread_rwlock_rdlock changed the rwlock index bytes (34-37)";
+	if (__pthread_rwlock_unlock(&rw) != 0)
+		return "glibc probe: pthread_rwlock_unlock of a reader failed";
+	if (rw_readers(&rw) >> RW_READER_SHIFT != 0)
+		return "glibc probe: __readers still counts a reader after unlock";
+
+	if (__pthread_rwlock_wrlock(&rw) != 0)
+		return "glibc probe: pthread_rwlock_wrlock failed";
+	if (!(rw_readers(&rw) & RW_WRLOCKED) || rw_writer(&rw) == 0)
+		return "glibc probe: __readers lacks the write-locked bit (2) or __cur_writer is zero while write-held";
+	if (!rw_sentinels_intact(&rw))
+		return "glibc probe: pthread_rwlock_wrlock changed the rwlock index bytes (34-37)";
+	if (__pthread_rwlock_unlock(&rw) != 0)
+		return "glibc probe: pthread_rwlock_unlock of a writer failed";
+	if ((rw_readers(&rw) & RW_WRLOCKED) || rw_readers(&rw) >> RW_READER_SHIFT != 0 || rw_writer(&rw) != 0)
+		return "glibc probe: __readers or __cur_writer still say write-held after unlock";
+	if (!rw_sentinels_intact(&rw))
+		return "glibc probe: pthread_rwlock_unlock changed the rwlock index bytes (34-37)";
+
+	if (__pthread_rwlock_destroy(&rw) != 0 || __pthread_rwlock_init(&rw, NULL) != 0)
+		return "glibc probe: pthread_rwlock_destroy or a second pthread_rwlock_init failed";
+	if (!rw_idx_clear(&rw))
+		return "glibc probe: pthread_rwlock_init does not clear the rwlock index bytes (34-37) of a used rwlock";
+	__pthread_rwlock_destroy(&rw);
+	return NULL;
+}
+
+const char *glibc_check(struct glibc_facts *facts)
+{
+	const char *why;
+
+	memset(facts, 0, sizeof(*facts));
+	why = glibc_version_reason(gnu_get_libc_version(), &facts->major, &facts->minor);
+	if (!why)
+		why = probe_mutex(facts);
+	if (!why)
+		why = probe_rwlock();
+	facts->checked = why == NULL;
+	return why;
+}

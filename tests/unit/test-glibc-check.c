@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * glibc-check.c without LD_PRELOAD: the version parser and verdicts, the
+ * index slots against glibc's own field names (where this glibc still has
+ * them), and the behaviour probe against the glibc this test runs on.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "glibc-abi.h"
+
+/*
+ * glibc only offers the __pthread_* aliases libelide calls as compat
+ * symbols, which a program cannot link against; libelide.so binds them at
+ * run time.  Here they forward to the public names, which are glibc's too.
+ */
+int __pthread_mutex_init(pthread_mutex_t *m, const pthread_mutexattr_t *a);
+int __pthread_mutex_destroy(pthread_mutex_t *m);
+int __pthread_mutex_lock(pthread_mutex_t *m);
+int __pthread_mutex_trylock(pthread_mutex_t *m);
+int __pthread_mutex_unlock(pthread_mutex_t *m);
+int __pthread_mutexattr_init(pthread_mutexattr_t *a);
+int __pthread_mutexattr_settype(pthread_mutexattr_t *a, int type);
+int __pthread_mutexattr_destroy(pthread_mutexattr_t *a);
+int __pthread_rwlock_init(pthread_rwlock_t *rw, const pthread_rwlockattr_t *a);
+int __pthread_rwlock_destroy(pthread_rwlock_t *rw);
+int __pthread_rwlock_rdlock(pthread_rwlock_t *rw);
+int __pthread_rwlock_trywrlock(pthread_rwlock_t *rw);
+int __pthread_rwlock_wrlock(pthread_rwlock_t *rw);
+int __pthread_rwlock_unlock(pthread_rwlock_t *rw);
+
+int __pthread_mutex_init(pthread_mutex_t *m, const pthread_mutexattr_t *a) { return pthread_mutex_init(m, a); }
+int __pthread_mutex_destroy(pthread_mutex_t *m) { return pthread_mutex_destroy(m); }
+int __pthread_mutex_lock(pthread_mutex_t *m) { return pthread_mutex_lock(m); }
+int __pthread_mutex_trylock(pthread_mutex_t *m) { return pthread_mutex_trylock(m); }
+int __pthread_mutex_unlock(pthread_mutex_t *m) { return pthread_mutex_unlock(m); }
+int __pthread_mutexattr_init(pthread_mutexattr_t *a) { return pthread_mutexattr_init(a); }
+int __pthread_mutexattr_settype(pthread_mutexattr_t *a, int type) { return pthread_mutexattr_settype(a, type); }
+int __pthread_mutexattr_destroy(pthread_mutexattr_t *a) { return pthread_mutexattr_destroy(a); }
+int __pthread_rwlock_init(pthread_rwlock_t *rw, const pthread_rwlockattr_t *a) { return pthread_rwlock_init(rw, a); }
+int __pthread_rwlock_destroy(pthread_rwlock_t *rw) { return pthread_rwlock_destroy(rw); }
+int __pthread_rwlock_rdlock(pthread_rwlock_t *rw) { return pthread_rwlock_rdlock(rw); }
+int __pthread_rwlock_trywrlock(pthread_rwlock_t *rw) { return pthread_rwlock_trywrlock(rw); }
+int __pthread_rwlock_wrlock(pthread_rwlock_t *rw) { return pthread_rwlock_wrlock(rw); }
+int __pthread_rwlock_unlock(pthread_rwlock_t *rw) { return pthread_rwlock_unlock(rw); }
+
+static const struct {
+	const char *s;
+	unsigned major, minor;
+} good[] = {
+	{ "2.28", 2, 28 }, { "2.36", 2, 36 }, { "2.43", 2, 43 }, { "2.42.9000", 2, 42 }, { "2.27", 2, 27 },
+	{ "2.44", 2, 44 }, { "3.0", 3, 0 }, { "2.36.1.2", 2, 36 },
+};
+
+START_TEST(test_parse_good)
+{
+	unsigned major = 99, minor = 99;
+
+	ck_assert_int_eq(glibc_parse_version(good[_i].s, &major, &minor), 0);
+	ck_assert_uint_eq(major, good[_i].major);
+	ck_assert_uint_eq(minor, good[_i].minor);
+}
+END_TEST
+
+static const char *const garbage[] = {
+	"", "2", "2.", ".36", "2.36x", " 2.36", "2.36 ", "2.36.", "2..36", "x.y", "2,36", "-2.36", "2.-36",
+	"1234567.1", "2.1234567", "glibc 2.36",
+};
+
+START_TEST(test_parse_garbage)
+{
+	unsigned major = 99, minor = 99;
+
+	ck_assert_int_eq(glibc_parse_version(garbage[_i], &major, &minor), -EINVAL);
+	ck_assert_uint_eq(major, 99);
+	ck_assert_uint_eq(minor, 99);
+}
+END_TEST
+
+START_TEST(test_parse_null)
+{
+	unsigned major, minor;
+
+	ck_assert_int_eq(glibc_parse_version(NULL, &major, &minor), -EINVAL);
+	ck_assert_ptr_nonnull(glibc_version_reason(NULL, &major, &minor));
+}
+END_TEST
+
+START_TEST(test_verdict_accepted)
+{
+	static const char *const ok[] = { "2.28", "2.29", "2.36", "2.42", "2.42.9000", "2.43" };
+	unsigned major, minor;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		major = minor = 0;
+		ck_assert_msg(glibc_version_reason(ok[i], &major, &minor) == NULL, "%s rejected", ok[i]);
+		ck_assert_uint_eq(major, 2);
+		ck_assert_uint_ge(minor, 28);
+	}
+}
+END_TEST
+
+START_TEST(test_verdict_rejected)
+{
+	unsigned major, minor;
+
+	ck_assert_str_eq(glibc_version_reason("2.44", &major, &minor),
+			 "glibc 2.44 is newer than the 2.43 this libelide was verified against");
+	ck_assert_str_eq(glibc_version_reason("3.0", &major, &minor),
+			 "glibc 3.0 is newer than the 2.43 this libelide was verified against");
+	ck_assert_str_eq(glibc_version_reason("2.27", &major, &minor),
+			 "glibc 2.27 is older than the 2.28 this libelide was verified against");
+	ck_assert_str_eq(glibc_version_reason("1.99", &major, &minor),
+			 "glibc 1.99 is older than the 2.28 this libelide was verified against");
+	ck_assert_str_eq(glibc_version_reason("2.36-bogus", &major, &minor),
+			 "glibc version '2.36-bogus' cannot be parsed; libelide was verified against glibc 2.28 .. 2.43");
+}
+END_TEST
+
+START_TEST(test_verdict_long_garbage)
+{
+	char version[600];
+	unsigned major, minor;
+	const char *why;
+
+	memset(version, 'x', sizeof(version) - 1);
+	version[sizeof(version) - 1] = '\0';
+	why = glibc_version_reason(version, &major, &minor);
+	ck_assert_ptr_nonnull(why);
+	ck_assert_uint_lt(strlen(why), 160);
+	ck_assert(strncmp(why, "glibc version 'xxx", 18) == 0);
+}
+END_TEST
+
+/* The offsets name the same bytes as the fields of the headers we were built against. */
+START_TEST(test_slots)
+{
+	pthread_mutex_t m;
+	pthread_rwlock_t rw;
+
+	ck_assert_int_eq((char *)glibc_mutex_idx(&m) - (char *)&m, 22);
+	ck_assert_int_eq((char *)glibc_rwlock_idx(&rw, false) - (char *)&rw, 34);
+	ck_assert_int_eq((char *)glibc_rwlock_idx(&rw, true) - (char *)&rw, 36);
+#if __GLIBC__ == 2 && __GLIBC_MINOR__ < 43
+	ck_assert_ptr_eq(glibc_mutex_idx(&m), &m.__data.__elision);
+	ck_assert_ptr_eq(glibc_rwlock_idx(&rw, false), &rw.__data.__pad1[1]);
+	ck_assert_ptr_eq(glibc_rwlock_idx(&rw, true), &rw.__data.__pad1[3]);
+#endif
+	memset(&m, 0, sizeof(m));
+	*glibc_mutex_idx(&m) = 0x1234;
+	ck_assert_uint_eq(glibc_mutex_idx_load(&m), 0x1234);
+}
+END_TEST
+
+/* The glibc running this test is one libelide supports (2.28 .. 2.43). */
+START_TEST(test_probe_this_glibc)
+{
+	struct glibc_facts facts;
+	const char *why;
+
+	memset(&facts, 0xff, sizeof(facts));
+	why = glibc_check(&facts);
+	ck_assert_msg(why == NULL, "glibc_check: %s", why);
+	ck_assert(facts.checked);
+	ck_assert_uint_eq(facts.major, 2);
+	ck_assert_uint_ge(facts.minor, 28);
+	/* glibc 2.43 stopped tagging PTHREAD_MUTEX_NORMAL with NO_ELISION_NP. */
+	ck_assert_int_eq(facts.normal_kind_tagged, facts.minor <= 42);
+}
+END_TEST
+
+static Suite *glibc_check_suite(void)
+{
+	Suite *s = suite_create("glibc-check");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_loop_test(tc, test_parse_good, 0, (int)(sizeof(good) / sizeof(good[0])));
+	tcase_add_loop_test(tc, test_parse_garbage, 0, (int)(sizeof(garbage) / sizeof(garbage[0])));
+	tcase_add_test(tc, test_parse_null);
+	tcase_add_test(tc, test_verdict_accepted);
+	tcase_add_test(tc, test_verdict_rejected);
+	tcase_add_test(tc, test_verdict_long_garbage);
+	tcase_add_test(tc, test_slots);
+	tcase_add_test(tc, test_probe_this_glibc);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(glibc_check_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
