@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
-# compare.sh: run elide-bench under four configurations and print a Markdown
-# table of median throughputs and their ratios.
+# compare.sh: run elide-bench under five configurations (more with --sim and
+# --lib-old) and print a Markdown table of median throughputs and their ratios.
 #
 #   plain          no preload, glibc defaults
 #   glibc-elision  no preload, GLIBC_TUNABLES=glibc.elision.enable=1
 #   libelide       LD_PRELOAD=libelide.so
 #   libelide-off   LD_PRELOAD=libelide.so ELIDE=mode=off
 #   libelide-nostats LD_PRELOAD=libelide.so ELIDE=stats=0 (statistics cost: the "stats on/off" column)
+#
+# --sim adds libelide with ELIDE_SIM_ABORT (every transaction aborts with a
+# given status; honoured only where RTM is missing) in adaptive mode and
+# mode=on, for conflict, capacity and no-status aborts, as a second table.
+# --lib-old PATH adds the same libelide configurations with another build,
+# in the same interleaved rounds, for a before/after comparison.
 #
 # Runs are interleaved (run 1 of every config, then run 2, ...) so that noise
 # from a shared machine hits every configuration alike; the median of the
@@ -28,17 +34,20 @@ workloads=""
 lib=""
 bench=""
 out=""
+sim=no
+lib_old=""
 
-configs=(plain glibc-elision libelide libelide-off libelide-nostats)
+sim_modes=(adaptive on)
+sim_causes=(conflict capacity none)
 
 usage() {
 	cat <<EOF
 Usage: $prog [OPTIONS]
 
-Runs every workload x thread count under four configurations -- plain,
-glibc-elision (GLIBC_TUNABLES=glibc.elision.enable=1), libelide (LD_PRELOAD)
-and libelide-off (LD_PRELOAD with ELIDE=mode=off) -- interleaving the runs,
-and prints a Markdown table of median ops/s ratios.
+Runs every workload x thread count under five configurations -- plain,
+glibc-elision (GLIBC_TUNABLES=glibc.elision.enable=1), libelide (LD_PRELOAD),
+libelide-off (ELIDE=mode=off) and libelide-nostats (ELIDE=stats=0) --
+interleaving the runs, and prints a Markdown table of median ops/s ratios.
 
 Options:
   --runs R           runs per configuration (default $runs)
@@ -50,12 +59,23 @@ Options:
                      ../libelide/.libs/ next to this script)
   --bench PATH       elide-bench binary (default: the first of
                      \$top_builddir/bench/, ./bench/ and this script's folder)
+  --sim              also run libelide with simulated aborts (ELIDE_SIM_ABORT):
+                     adaptive and mode=on, each with conflict (0x6), capacity
+                     (0x8) and status-less (0x0) aborts, as ratios vs plain in
+                     a second table; libelide honours ELIDE_SIM_ABORT only on
+                     a CPU without RTM (elsewhere those columns elide for real)
+  --lib-old PATH     a second libelide.so (e.g. a build of the previous main):
+                     adds "old" runs of libelide and libelide-off (and with
+                     --sim of the simulated configurations) to the same rounds,
+                     and old and new/old columns
   --out FILE         also write the report to FILE
   --quick            smoke mode: --runs 3 --duration-ms 200
   -h, --help         show this help
 
 Progress goes to stderr, the report to stdout. Any run whose invariant check
-fails (or that exits non-zero) aborts the script with exit status 1.
+fails (or that exits non-zero) aborts the script with exit status 1. Every
+run with libelide gets a private ELIDE_RUNTIME_DIR, so its statistics
+segment exists as it would under elided.
 EOF
 }
 
@@ -72,6 +92,8 @@ while [[ $# -gt 0 ]]; do
 	--lib)		need_value "$@"; lib=$2; shift 2 ;;
 	--bench)	need_value "$@"; bench=$2; shift 2 ;;
 	--out)		need_value "$@"; out=$2; shift 2 ;;
+	--sim)		sim=yes; shift ;;
+	--lib-old)	need_value "$@"; lib_old=$2; shift 2 ;;
 	--quick)	runs=3; duration_ms=200; shift ;;
 	-h|--help)	usage; exit 0 ;;
 	*)		usage_error "unknown argument '$1'" ;;
@@ -111,15 +133,11 @@ if [[ -z $lib ]]; then
 		"$script_dir/../libelide/.libs/libelide.so") ||
 		die "cannot find libelide.so: build it ('make libelide/libelide.la') or pass --lib PATH"
 fi
-[[ -r $lib ]] || die "libelide '$lib' is not readable"
-# ld.so wants a path with a slash, and runs from other dirs need it absolute.
-lib=$(cd "$(dirname "$lib")" && pwd)/$(basename "$lib")
-
-# ld.so only warns when a preload fails and then runs without it: catch that
-# here, or "libelide" would silently measure plain glibc.
-preload_err=$(env -u ELIDE LD_PRELOAD="$lib" "$bench" --list 2>&1 >/dev/null) || true
-if [[ $preload_err == *"cannot be preloaded"* ]]; then
-	die "ld.so cannot preload '$lib': $preload_err"
+lib=$(abs_lib "$lib" libelide) || exit 1
+check_preload "$lib" "$bench" --list
+if [[ -n $lib_old ]]; then
+	lib_old=$(abs_lib "$lib_old" "old libelide (--lib-old)") || exit 1
+	check_preload "$lib_old" "$bench" --list
 fi
 
 all_workloads=$("$bench" --list) || die "'$bench --list' failed"
@@ -134,17 +152,74 @@ for w in $workloads; do
 		usage_error "unknown workload '$w' (known: $all_joined)"
 done
 
+# The configurations, in the order of the first round. "old-X" is X with
+# the --lib-old library; "sim-MODE-CAUSE" is libelide with ELIDE=mode=MODE
+# and ELIDE_SIM_ABORT=$(sim_status CAUSE).
+configs=(plain glibc-elision libelide libelide-off libelide-nostats)
+sim_configs=()
+if [[ $sim == yes ]]; then
+	for m in "${sim_modes[@]}"; do
+		for c in "${sim_causes[@]}"; do
+			sim_configs+=("sim-$m-$c")
+		done
+	done
+	configs+=("${sim_configs[@]}")
+fi
+if [[ -n $lib_old ]]; then
+	configs+=(old-libelide old-libelide-off)
+	for c in "${sim_configs[@]}"; do
+		configs+=("old-$c")
+	done
+fi
+
+# Does this libelide honour ELIDE_SIM_ABORT here? Its own start-up line
+# says so ("simulated: ..."); where RTM works it elides for real instead.
+sim_honoured=no
+sim_note=""
+if [[ $sim == yes ]]; then
+	sim_line=$(env -u ELIDE -u GLIBC_TUNABLES -u ELIDE_FAKE_NO_RTM ELIDE=verbose=1,stats=0 \
+		ELIDE_SIM_ABORT=0x6 LD_PRELOAD="$lib" "$bench" --list 2>&1 >/dev/null) || true
+	if [[ $sim_line == *"simulated"* ]]; then
+		sim_honoured=yes
+		sim_note="honoured: no usable RTM here, so every transaction aborts with the given status before it starts"
+	elif grep -qw rtm /proc/cpuinfo 2>/dev/null; then
+		sim_note="IGNORED: this CPU has RTM, so libelide elides for real and ELIDE_SIM_ABORT does nothing; the sim columns repeat plain libelide (adaptive or mode=on) and only make sense on a CPU without RTM"
+	else
+		sim_note="NOT honoured by this libelide (its start-up line: ${sim_line:-nothing}); the sim columns measure pass-through"
+	fi
+	echo "$prog: simulated aborts (ELIDE_SIM_ABORT): $sim_note" >&2
+fi
+
+runtime_dir=$(mktemp -d "${TMPDIR:-/tmp}/elide-compare.XXXXXX") || die "cannot create a temporary folder"
+trap 'rm -rf "$runtime_dir"' EXIT
+
 # Run one configuration once; prints ops/s, or aborts the whole script.
 run_one() {
-	local config=$1 w=$2 t=$3 seed=$4 line rc=0
-	local -a envv=(env -u LD_PRELOAD -u ELIDE -u GLIBC_TUNABLES)
+	local config=$1 w=$2 t=$3 seed=$4 line rc=0 l=$lib base=$1 mode cause
+	local -a envv=(env -u LD_PRELOAD -u ELIDE -u GLIBC_TUNABLES -u ELIDE_SIM_ABORT
+		-u ELIDE_FAKE_NO_RTM -u ELIDE_RUNTIME_DIR)
 
-	case $config in
+	if [[ $config == old-* ]]; then
+		l=$lib_old
+		base=${config#old-}
+	fi
+	# A private runtime directory: libelide creates its statistics segment
+	# (as under elided) and removes it at exit.
+	case $base in
+	libelide*|sim-*) envv+=(ELIDE_RUNTIME_DIR="$runtime_dir/run") ;;
+	esac
+	case $base in
 	plain)		;;
 	glibc-elision)	envv+=(GLIBC_TUNABLES=glibc.elision.enable=1) ;;
-	libelide)	envv+=(LD_PRELOAD="$lib") ;;
-	libelide-off)	envv+=(LD_PRELOAD="$lib" ELIDE=mode=off) ;;
-	libelide-nostats) envv+=(LD_PRELOAD="$lib" ELIDE=stats=0) ;;
+	libelide)	envv+=(LD_PRELOAD="$l") ;;
+	libelide-off)	envv+=(LD_PRELOAD="$l" ELIDE=mode=off) ;;
+	libelide-nostats) envv+=(LD_PRELOAD="$l" ELIDE=stats=0) ;;
+	sim-*-*)
+		mode=${base#sim-}
+		cause=${mode#*-}
+		mode=${mode%%-*}
+		envv+=(LD_PRELOAD="$l" ELIDE=mode="$mode" ELIDE_SIM_ABORT="$(sim_status "$cause")")
+		;;
 	*)		die "internal error: unknown config '$config'" ;;
 	esac
 
@@ -161,8 +236,10 @@ run_one() {
 
 
 
-report=$(mktemp)
-trap 'rm -f "$report"' EXIT
+mkdir -m 700 "$runtime_dir/run" || die "cannot create '$runtime_dir/run'"
+report=$runtime_dir/report.md
+sim_rows=$runtime_dir/sim-rows.md
+: >"$sim_rows"
 
 {
 	echo "## elide-bench: plain vs glibc-elision vs libelide"
@@ -170,9 +247,21 @@ trap 'rm -f "$report"' EXIT
 	machine_lines
 	echo "- runs: $runs per configuration, interleaved; duration: $duration_ms ms per run; figure: median ops/s"
 	echo "- libelide: $lib"
+	if [[ -n $lib_old ]]; then
+		echo "- old libelide: $lib_old (the \"old\" columns and rows, run in the same rounds)"
+	fi
+	if [[ $sim == yes ]]; then
+		echo "- simulated aborts (ELIDE_SIM_ABORT, second table): $sim_note"
+	fi
 	echo
-	echo "| workload | threads | plain Mops/s | glibc-elision/plain | libelide/plain | libelide/glibc-elision | off/plain | stats on/off |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+	head="| workload | threads | plain Mops/s | glibc-elision/plain | libelide/plain | libelide/glibc-elision | off/plain | stats on/off |"
+	rule="|---|---:|---:|---:|---:|---:|---:|---:|"
+	if [[ -n $lib_old ]]; then
+		head+=" old libelide/plain | old off/plain | libelide new/old |"
+		rule+="---:|---:|---:|"
+	fi
+	echo "$head"
+	echo "$rule"
 } >"$report"
 
 nconfigs=${#configs[@]}
@@ -196,14 +285,67 @@ for w in $workloads; do
 		elide=$(median <<<"${results[libelide]}")
 		off=$(median <<<"${results[libelide-off]}")
 		nostats=$(median <<<"${results[libelide-nostats]}")
-		printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$w" "$t" \
+		row=$(printf '| %s | %s | %s | %s | %s | %s | %s | %s |' "$w" "$t" \
 			"$(awk -v p="$plain" 'BEGIN { printf "%.2f", p / 1e6 }')" \
 			"$(ratio "$glibc" "$plain")" "$(ratio "$elide" "$plain")" \
 			"$(ratio "$elide" "$glibc")" "$(ratio "$off" "$plain")" \
-			"$(ratio "$elide" "$nostats")" >>"$report"
+			"$(ratio "$elide" "$nostats")")
+		if [[ -n $lib_old ]]; then
+			old_elide=$(median <<<"${results[old-libelide]}")
+			old_off=$(median <<<"${results[old-libelide-off]}")
+			row+=$(printf ' %s | %s | %s |' "$(ratio "$old_elide" "$plain")" \
+				"$(ratio "$old_off" "$plain")" "$(ratio "$elide" "$old_elide")")
+		fi
+		echo "$row" >>"$report"
+
+		# Simulated aborts: one row per build, each configuration's median / plain.
+		if [[ ${#sim_configs[@]} -gt 0 ]]; then
+			for prefix in "" ${lib_old:+old-}; do
+				row="| $w | $t |"
+				if [[ -n $lib_old ]]; then
+					if [[ -n $prefix ]]; then row+=" old |"; else row+=" new |"; fi
+				fi
+				for c in "${sim_configs[@]}"; do
+					row+=" $(ratio "$(median <<<"${results[$prefix$c]}")" "$plain") |"
+				done
+				echo "$row" >>"$sim_rows"
+			done
+		fi
 		unset results
 	done
 done
+
+if [[ ${#sim_configs[@]} -gt 0 ]]; then
+	{
+		echo
+		echo "### Simulated aborts: libelide with ELIDE_SIM_ABORT, median ops/s / plain"
+		echo
+		if [[ $sim_honoured == yes ]]; then
+			echo "Every transaction aborts with the given _xbegin() status before it starts"
+			echo "and the section then runs under the real lock: the cost of elision that"
+			echo "never succeeds (design targets: adaptive >= 0.97x plain, mode=on >= 0.5x"
+			echo "plain). ELIDE_SIM_ABORT is honoured only where RTM is missing; on a CPU"
+			echo "with RTM these columns would repeat plain libelide."
+		else
+			echo "**Simulated aborts $sim_note.**"
+		fi
+		echo
+		head="| workload | threads |"
+		rule="|---|---:|"
+		if [[ -n $lib_old ]]; then
+			head+=" build |"
+			rule+="---|"
+		fi
+		for c in "${sim_configs[@]}"; do
+			m=${c#sim-}
+			head+=" ${m%%-*} ${m#*-} $(sim_status "${m#*-}") |"
+			rule+="---:|"
+		done
+		echo "$head"
+		echo "$rule"
+		cat "$sim_rows"
+	} >>"$report"
+fi
 
 if [[ -n $out ]]; then
 	cp "$report" "$out" || die "cannot write '$out'"

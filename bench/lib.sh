@@ -40,3 +40,31 @@ machine_lines() {
 	echo "- kernel: $(uname -srm)"
 	echo "- glibc: $(getconf GNU_LIBC_VERSION 2>/dev/null || echo unknown)"
 }
+
+# The absolute path of the libelide.so at $1 (ld.so wants a path with a
+# slash, and runs from other folders need it absolute); dies when the file
+# is not readable.  $2 names it in messages ("libelide", "old libelide").
+abs_lib() {
+	[[ -r $1 ]] || die "$2 '$1' is not readable"
+	echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+}
+
+# ld.so only warns when a preload fails and then runs without it: die here,
+# or a "libelide" configuration would silently measure plain glibc.
+# Usage: check_preload LIB COMMAND... (a quick command to preload LIB into).
+check_preload() {
+	local lib=$1 err
+	shift
+	err=$(env -u ELIDE -u ELIDE_SIM_ABORT LD_PRELOAD="$lib" "$@" 2>&1 >/dev/null) || true
+	[[ $err != *"cannot be preloaded"* ]] || die "ld.so cannot preload '$lib': $err"
+}
+
+# ELIDE_SIM_ABORT statuses by name: what _xbegin() returns for the abort.
+sim_status() {
+	case $1 in
+	conflict)	echo 0x6 ;;	# _XABORT_RETRY | _XABORT_CONFLICT
+	capacity)	echo 0x8 ;;	# _XABORT_CAPACITY
+	none)		echo 0x0 ;;	# no bit set (an interrupt, a fault)
+	*)		die "internal error: unknown simulated abort '$1'" ;;
+	esac
+}

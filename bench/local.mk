@@ -4,4 +4,5 @@ noinst_PROGRAMS += bench/elide-bench
 bench_elide_bench_SOURCES = bench/elide-bench.c
 bench_elide_bench_CFLAGS = $(AM_CFLAGS) -O2
 bench_elide_bench_LDFLAGS = $(AM_LDFLAGS) -pthread
-EXTRA_DIST += bench/compare.sh bench/RESULTS.md bench/README.md bench/daemon-scale.sh bench/sysbench.sh bench/lib.sh
+EXTRA_DIST += bench/compare.sh bench/RESULTS.md bench/README.md bench/daemon-scale.sh bench/sysbench.sh bench/lib.sh \
+	bench/results/README.md

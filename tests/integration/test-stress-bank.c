@@ -17,6 +17,28 @@ static long accounts[NACCOUNTS];
 static pthread_mutex_t bank_m = PTHREAD_MUTEX_INITIALIZER;
 static pthread_rwlock_t bank_rw = PTHREAD_RWLOCK_INITIALIZER;
 static _Atomic long violations, audits, transfers;
+static long ops = OPS;
+
+/*
+ * ELIDE_TEST_OPS=N: N operations per thread instead of 1000000 (for
+ * tools/run-rtm-check's long runs); the watchdog grows in proportion.
+ */
+static long ops_per_thread(void)
+{
+	const char *v = getenv("ELIDE_TEST_OPS");
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return OPS;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || *end || n < 1 || n > 1000000000000L)
+		fail("ELIDE_TEST_OPS='%s': expected an operation count from 1 to 10^12", v);
+	if (n > OPS)
+		watchdog((unsigned)(WATCHDOG_SECONDS * (n / OPS + 1)));
+	return n;
+}
 
 static long total(void)
 {
@@ -66,7 +88,7 @@ static void *mutex_worker(void *arg)
 	uint64_t rng = 0x9e3779b97f4a7c15ULL * ((uintptr_t)arg + 1);
 	long my_audits = 0, my_transfers = 0;
 
-	for (long i = 0; i < OPS; i++) {
+	for (long i = 0; i < ops; i++) {
 		uint64_t r = rng_next(&rng);
 
 		mutex_acquire(r);
@@ -90,7 +112,7 @@ static void *rwlock_worker(void *arg)
 	uint64_t rng = 0x2545f4914f6cdd1dULL * ((uintptr_t)arg + 1);
 	long my_audits = 0, my_transfers = 0;
 
-	for (long i = 0; i < OPS; i++) {
+	for (long i = 0; i < ops; i++) {
 		uint64_t r = rng_next(&rng);
 		int ret;
 
@@ -139,7 +161,7 @@ static void run(const char *name, void *(*fn)(void *))
 
 	printf("test-stress-bank: %s: %ld transfers, %ld audits, %ld violations, final total %ld\n",
 	       name, atomic_load(&transfers), atomic_load(&audits), atomic_load(&violations), total());
-	check_eq(atomic_load(&audits) + atomic_load(&transfers), NTHREADS * OPS);
+	check_eq(atomic_load(&audits) + atomic_load(&transfers), NTHREADS * ops);
 	check_eq(atomic_load(&violations), 0);
 	check_eq(total(), NACCOUNTS * INITIAL);
 }
@@ -147,8 +169,10 @@ static void run(const char *name, void *(*fn)(void *))
 int main(void)
 {
 	test_start("test-stress-bank",
-		   "4 threads x 1000000 random transfers/audits on 64 accounts under one mutex, "
-		   "then one rwlock: the total never changes");
+		   "4 threads x 1000000 (ELIDE_TEST_OPS) random transfers/audits on 64 accounts "
+		   "under one mutex, then one rwlock: the total never changes");
+	ops = ops_per_thread();
+	printf("test-stress-bank: %d threads x %ld operations\n", NTHREADS, ops);
 	run("global mutex", mutex_worker);
 	run("global rwlock", rwlock_worker);
 	printf("test-stress-bank: PASS\n");

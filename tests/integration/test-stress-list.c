@@ -23,6 +23,28 @@ static long count;                        /* nodes in the list, protected by m *
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic long inserts, removes, walk_errors;
 static _Atomic bool stop;
+static long ops = OPS;
+
+/*
+ * ELIDE_TEST_OPS=N: N operations per thread instead of 250000 (for
+ * tools/run-rtm-check's long runs); the watchdog grows in proportion.
+ */
+static long ops_per_thread(void)
+{
+	const char *v = getenv("ELIDE_TEST_OPS");
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return OPS;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || *end || n < 1 || n > 1000000000000L)
+		fail("ELIDE_TEST_OPS='%s': expected an operation count from 1 to 10^12", v);
+	if (n > OPS)
+		watchdog((unsigned)(WATCHDOG_SECONDS * (n / OPS + 1)));
+	return n;
+}
 
 static void link_after(struct node *pos, struct node *n)
 {
@@ -63,7 +85,7 @@ static void *worker(void *arg)
 	struct node *spare = NULL;
 	long my_ins = 0, my_rem = 0;
 
-	for (long i = 0; i < OPS; i++) {
+	for (long i = 0; i < ops; i++) {
 		uint64_t r = rng_next(&rng);
 		struct node *victim = NULL;
 
@@ -133,6 +155,8 @@ int main(void)
 	test_start("test-stress-list",
 		   "4 threads insert/remove on a doubly-linked list under one mutex; a checker "
 		   "verifies links and count under the lock; final count = inserts - removes");
+	ops = ops_per_thread();
+	printf("test-stress-list: %d threads x %ld operations (ELIDE_TEST_OPS)\n", NTHREADS, ops);
 	c = xthread(checker, NULL);
 	for (int i = 0; i < NTHREADS; i++)
 		t[i] = xthread(worker, (void *)(intptr_t)i);
@@ -146,7 +170,7 @@ int main(void)
 	check_eq(atomic_load(&walk_errors), 0);
 	check_eq(walk(), 0);
 	check_eq(count, atomic_load(&inserts) - atomic_load(&removes));
-	check_eq(atomic_load(&inserts) + atomic_load(&removes), NTHREADS * OPS);
+	check_eq(atomic_load(&inserts) + atomic_load(&removes), NTHREADS * ops);
 	for (struct node *p = head.next; p != &head; n++) {
 		struct node *next = p->next;
 
