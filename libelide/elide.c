@@ -450,8 +450,8 @@ static __attribute__((noinline)) bool try_elide(void *lock, struct lock_rec *rec
 fallback:
 	if (l->fail_streak < STREAK_MAX)
 		l->fail_streak++;
-	if (l->fail_streak == STREAK_BACK_OFF)
-		rec_back_off(rec);
+	if (l->fail_streak >= STREAK_BACK_OFF)
+		rec_back_off(rec); /* a CAS from GATE_ELIDE: once per back-off */
 	if (weight) {
 		rec_count(rec, STAT_FALLBACKS, weight);
 		rec_count(rec, STAT_ACQUIRED, weight);
@@ -518,8 +518,13 @@ static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_
 	if (gate > 0) {
 		struct lock_local *l = local_of(rec);
 
-		if (l->skip_left == 0 || l->skip_left > (uint32_t)gate)
+		if (l->skip_left == 0 || l->skip_left > (uint32_t)gate) {
+			/* A new span: when a probe turns elision back on, this
+			 * thread starts throttled, so a lock that still fails
+			 * backs off again after a few cheap attempts. */
 			l->skip_left = (uint32_t)gate;
+			l->fail_streak = STREAK_THROTTLE;
+		}
 		if (--l->skip_left == 0 && !in_elided_section())
 			return probe_elide(lock, rec, op, gate, l);
 	}
@@ -1141,8 +1146,18 @@ static const char *decide_disabled_reason(void)
 	if (elide_glibc_elision_enabled(secure_getenv("GLIBC_TUNABLES")))
 		return "GLIBC_TUNABLES enables glibc's own elision (glibc.elision.enable=1); "
 		       "passing through to avoid eliding twice";
-	/* After the tunables check: glibc's elision would write the probed bytes. */
-	const char *glibc_why = glibc_check(&glibc_facts);
+	/* After the tunables check: glibc's elision would write the probed bytes.
+	 * The probe runs what every pass-through runs (resolved by now). */
+	const struct glibc_lock_fns fns = {
+		.mutex_init = real.mutex_init, .mutex_destroy = real.mutex_destroy,
+		.mutex_lock = real.mutex_lock, .mutex_trylock = real.mutex_trylock,
+		.mutex_unlock = real.mutex_unlock, .mutexattr_settype = real.mutexattr_settype,
+		.mutexattr_destroy = real.mutexattr_destroy, .rwlock_init = real.rwlock_init,
+		.rwlock_destroy = real.rwlock_destroy, .rwlock_rdlock = real.rwlock_rdlock,
+		.rwlock_trywrlock = real.rwlock_trywrlock, .rwlock_wrlock = real.rwlock_wrlock,
+		.rwlock_unlock = real.rwlock_unlock,
+	};
+	const char *glibc_why = glibc_check(&glibc_facts, &fns);
 	if (glibc_why)
 		return glibc_why;
 	if (!elide.recs)
