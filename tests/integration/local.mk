@@ -18,7 +18,8 @@ INTEGRATION_TESTS = \
 	tests/integration/test-stress-bank \
 	tests/integration/test-stress-list \
 	tests/integration/test-annotate \
-	tests/integration/test-segment-lifecycle
+	tests/integration/test-segment-lifecycle \
+	tests/integration/test-registry-signal
 
 check_PROGRAMS += $(INTEGRATION_TESTS)
 TESTS += $(INTEGRATION_TESTS)
@@ -67,6 +68,10 @@ tests_integration_test_stress_list_LDADD = $(INTEGRATION_LDADD)
 tests_integration_test_annotate_SOURCES = tests/integration/test-annotate.c tests/integration/testutil.h
 tests_integration_test_annotate_CFLAGS = $(INTEGRATION_CFLAGS)
 tests_integration_test_annotate_LDADD = $(INTEGRATION_LDADD)
+
+tests_integration_test_registry_signal_SOURCES = tests/integration/test-registry-signal.c tests/integration/testutil.h
+tests_integration_test_registry_signal_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_test_registry_signal_LDADD = $(INTEGRATION_LDADD)
 
 tests_integration_test_segment_lifecycle_SOURCES = tests/integration/test-segment-lifecycle.c
 tests_integration_test_segment_lifecycle_CFLAGS = $(INTEGRATION_CFLAGS)
