@@ -502,6 +502,10 @@ static __attribute__((noinline)) bool probe_elide(void *lock, struct lock_rec *r
  * for decisions from elided. */
 static __attribute__((noinline, cold)) void count_real_acquisitions(struct lock_rec *rec, int32_t gate)
 {
+	/* Inside an elided section a shared write would join the outer
+	 * transaction's write set: count only outside. */
+	if (in_elided_section())
+		return;
 	rec_count(rec, STAT_ACQUIRED, elide.opts.sample);
 	if (gate > 0)
 		rec_count(rec, STAT_SKIPPED, elide.opts.sample);
@@ -528,11 +532,35 @@ static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_
 		if (--l->skip_left == 0 && !in_elided_section())
 			return probe_elide(lock, rec, op, gate, l);
 	}
-	/* Inside an elided section a shared write would join the outer
-	 * transaction's write set: count only outside. */
-	if (unlikely(sample_now()) && !in_elided_section())
+	if (unlikely(sample_now()))
 		count_real_acquisitions(rec, gate);
 	return false;
+}
+
+/*
+ * A backed-off lock in the middle of this thread's span: the acquisition is
+ * real, inline, without the slow path.  The slow path starts each span and
+ * probes at its end.
+ */
+static inline bool skips_backed_off(uint16_t idx)
+{
+	struct lock_local *l;
+	struct lock_rec *rec;
+	int32_t gate;
+
+	if (unlikely(idx >= elide.nrecs))
+		return false;
+	rec = &elide.recs[idx];
+	gate = atomic_load_explicit(&rec->gate, memory_order_relaxed);
+	if (gate <= 0)
+		return false;
+	l = &self.local[idx & (LOCAL_SLOTS - 1)];
+	if (l->idx != idx || l->skip_left <= 1 || l->skip_left > (uint32_t)gate)
+		return false;
+	l->skip_left--;
+	if (unlikely(sample_now()))
+		count_real_acquisitions(rec, gate);
+	return true;
 }
 
 static inline void commit_elided(struct lock_rec *rec)
@@ -649,19 +677,24 @@ static __attribute__((noinline)) int mutex_acquire_slow(pthread_mutex_t *m, cons
 
 /*
  * The fast path of every acquisition: a mutex without a record that is free
- * right now goes straight to glibc.  One look at the lock's cache line (the
+ * right now goes straight to glibc, and so does one backed off in the
+ * middle of this thread's span.  One look at the lock's cache line (the
  * index and the lock word share it) decides; the check is racy on purpose:
  * a lock that becomes held a moment later was simply not seen contended.
  */
 static inline bool mutex_takes_fast_path(const pthread_mutex_t *m)
 {
 	uint8_t path = elide.path;
+	uint16_t idx;
 
 	if (likely(path == PATH_OFF))
 		return true;
 	if (path == PATH_TRACK_ALL)
 		return false;
-	return (glibc_mutex_idx_load(m) | mutex_word(m)) == 0;
+	idx = glibc_mutex_idx_load(m);
+	if ((idx | mutex_word(m)) == 0)
+		return true;
+	return idx != 0 && skips_backed_off(idx);
 }
 
 _public_ int pthread_mutex_lock(pthread_mutex_t *m)
@@ -866,12 +899,16 @@ static __attribute__((noinline)) int rwlock_acquire_slow(pthread_rwlock_t *rw, e
 static inline bool rwlock_takes_fast_path(pthread_rwlock_t *rw, bool write)
 {
 	uint8_t path = elide.path;
+	uint16_t idx;
 
 	if (likely(path == PATH_OFF))
 		return true;
 	if (path == PATH_TRACK_ALL)
 		return false;
-	return __atomic_load_n(rwlock_idx_ptr(rw, write), __ATOMIC_RELAXED) == 0 && !rwlock_in_use(rw);
+	idx = __atomic_load_n(rwlock_idx_ptr(rw, write), __ATOMIC_RELAXED);
+	if (idx == 0)
+		return !rwlock_in_use(rw);
+	return skips_backed_off(idx);
 }
 
 _public_ int pthread_rwlock_rdlock(pthread_rwlock_t *rw)
