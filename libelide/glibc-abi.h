@@ -136,11 +136,32 @@ int glibc_parse_version(const char *version, unsigned *major, unsigned *minor) _
 const char *glibc_version_reason(const char *version, unsigned *major, unsigned *minor) _hidden_;
 
 /*
- * Runs once before any elision: the version check, then a probe of glibc's
- * own mutex and rwlock functions on local objects.  Fills FACTS; returns
- * NULL when the layout and behaviour libelide relies on hold, else a static
- * string naming the check that failed.
+ * The lock functions the probe calls: the ones libelide passes calls to
+ * (elide.c's dlsym(RTLD_NEXT) table), not the __pthread_* aliases, which a
+ * sanitizer runtime may intercept with nothing behind (ASan on glibc >= 2.34).
  */
-const char *glibc_check(struct glibc_facts *facts) _hidden_;
+struct glibc_lock_fns {
+	int (*mutex_init)(pthread_mutex_t *, const pthread_mutexattr_t *);
+	int (*mutex_destroy)(pthread_mutex_t *);
+	int (*mutex_lock)(pthread_mutex_t *);
+	int (*mutex_trylock)(pthread_mutex_t *);
+	int (*mutex_unlock)(pthread_mutex_t *);
+	int (*mutexattr_settype)(pthread_mutexattr_t *, int);
+	int (*mutexattr_destroy)(pthread_mutexattr_t *);
+	int (*rwlock_init)(pthread_rwlock_t *, const pthread_rwlockattr_t *);
+	int (*rwlock_destroy)(pthread_rwlock_t *);
+	int (*rwlock_rdlock)(pthread_rwlock_t *);
+	int (*rwlock_trywrlock)(pthread_rwlock_t *);
+	int (*rwlock_wrlock)(pthread_rwlock_t *);
+	int (*rwlock_unlock)(pthread_rwlock_t *);
+};
+
+/*
+ * Runs once before any elision: the version check, then a probe of FNS on
+ * local objects.  Fills FACTS; returns NULL when the layout and behaviour
+ * libelide relies on hold, else a static string naming the check that
+ * failed.  Allocates nothing, prints nothing, calls no dlsym.
+ */
+const char *glibc_check(struct glibc_facts *facts, const struct glibc_lock_fns *fns) _hidden_;
 
 #endif

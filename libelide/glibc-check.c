@@ -3,9 +3,9 @@
  * Is the running glibc one whose lock layout and behaviour libelide has
  * verified?  The static assertions in glibc-abi.h cover the headers we were
  * built against; a program runs against whatever glibc the system has, so
- * this checks the version and then watches glibc's own functions work on
- * local locks.  It runs in the constructor, possibly before malloc or
- * stdio are safe to use: nothing here allocates, prints or calls dlsym.
+ * this checks the version and then watches glibc's own functions (those
+ * libelide passes calls to) work on local locks.  It runs in the
+ * constructor: nothing here allocates, prints or calls dlsym.
  */
 #include <errno.h>
 #include <gnu/libc-version.h>
@@ -14,22 +14,6 @@
 #include "glibc-abi.h"
 
 struct glibc_facts glibc_facts;
-
-/* glibc's own functions, past our interposers (as elide.c uses them). */
-extern int __pthread_mutex_init(pthread_mutex_t *, const pthread_mutexattr_t *);
-extern int __pthread_mutex_destroy(pthread_mutex_t *);
-extern int __pthread_mutex_lock(pthread_mutex_t *);
-extern int __pthread_mutex_trylock(pthread_mutex_t *);
-extern int __pthread_mutex_unlock(pthread_mutex_t *);
-extern int __pthread_mutexattr_init(pthread_mutexattr_t *);
-extern int __pthread_mutexattr_settype(pthread_mutexattr_t *, int);
-extern int __pthread_mutexattr_destroy(pthread_mutexattr_t *);
-extern int __pthread_rwlock_init(pthread_rwlock_t *, const pthread_rwlockattr_t *);
-extern int __pthread_rwlock_destroy(pthread_rwlock_t *);
-extern int __pthread_rwlock_rdlock(pthread_rwlock_t *);
-extern int __pthread_rwlock_trywrlock(pthread_rwlock_t *);
-extern int __pthread_rwlock_wrlock(pthread_rwlock_t *);
-extern int __pthread_rwlock_unlock(pthread_rwlock_t *);
 
 /* Parses up to 6 decimal digits at *p; -EINVAL when there are none. */
 static int parse_number(const char **p, unsigned *out)
@@ -132,23 +116,23 @@ static int mutex_word(const pthread_mutex_t *m)
 }
 
 /* __kind of a mutex glibc initialised from an attribute of type TYPE; -1 when glibc refused. */
-static int kind_of_type(int type)
+static int kind_of_type(const struct glibc_lock_fns *fns, int type)
 {
 	pthread_mutexattr_t attr;
 	pthread_mutex_t m;
 	int kind = -1;
 
-	if (__pthread_mutexattr_init(&attr) != 0)
+	if (pthread_mutexattr_init(&attr) != 0)
 		return -1;
-	if (__pthread_mutexattr_settype(&attr, type) == 0 && __pthread_mutex_init(&m, &attr) == 0) {
+	if (fns->mutexattr_settype(&attr, type) == 0 && fns->mutex_init(&m, &attr) == 0) {
 		kind = m.__data.__kind;
-		__pthread_mutex_destroy(&m);
+		fns->mutex_destroy(&m);
 	}
-	__pthread_mutexattr_destroy(&attr);
+	fns->mutexattr_destroy(&attr);
 	return kind;
 }
 
-static const char *probe_mutex(struct glibc_facts *facts)
+static const char *probe_mutex(struct glibc_facts *facts, const struct glibc_lock_fns *fns)
 {
 	pthread_mutex_t s = PTHREAD_MUTEX_INITIALIZER;
 	pthread_mutex_t m;
@@ -159,7 +143,7 @@ static const char *probe_mutex(struct glibc_facts *facts)
 
 	/* Garbage first: we rely on pthread_mutex_init zeroing our index. */
 	memset(&m, 0xa5, sizeof(m));
-	if (__pthread_mutex_init(&m, NULL) != 0)
+	if (fns->mutex_init(&m, NULL) != 0)
 		return "glibc probe: pthread_mutex_init failed";
 	if (glibc_mutex_idx_load(&m) != 0)
 		return "glibc probe: pthread_mutex_init does not clear the mutex index bytes (22-23)";
@@ -167,40 +151,40 @@ static const char *probe_mutex(struct glibc_facts *facts)
 		return "glibc probe: pthread_mutex_init leaves __lock or __kind nonzero for a default mutex";
 
 	*glibc_mutex_idx(&m) = SENTINEL_MUTEX;
-	if (__pthread_mutex_lock(&m) != 0)
+	if (fns->mutex_lock(&m) != 0)
 		return "glibc probe: pthread_mutex_lock failed";
 	if (mutex_word(&m) == 0)
 		return "glibc probe: the mutex lock word (__lock) is zero while the mutex is held";
-	if (__pthread_mutex_trylock(&m) != EBUSY)
+	if (fns->mutex_trylock(&m) != EBUSY)
 		return "glibc probe: pthread_mutex_trylock of a held mutex did not answer EBUSY";
 	if (glibc_mutex_idx_load(&m) != SENTINEL_MUTEX)
 		return "glibc probe: pthread_mutex_lock/trylock changed the mutex index bytes (22-23)";
-	if (__pthread_mutex_unlock(&m) != 0)
+	if (fns->mutex_unlock(&m) != 0)
 		return "glibc probe: pthread_mutex_unlock failed";
 	if (mutex_word(&m) != 0)
 		return "glibc probe: the mutex lock word (__lock) is nonzero after unlock";
-	if (__pthread_mutex_trylock(&m) != 0)
+	if (fns->mutex_trylock(&m) != 0)
 		return "glibc probe: pthread_mutex_trylock of a free mutex failed";
 	if (mutex_word(&m) == 0)
 		return "glibc probe: the mutex lock word (__lock) is zero while trylock holds the mutex";
-	if (__pthread_mutex_unlock(&m) != 0 || mutex_word(&m) != 0)
+	if (fns->mutex_unlock(&m) != 0 || mutex_word(&m) != 0)
 		return "glibc probe: the mutex lock word (__lock) is nonzero after unlock";
 	if (glibc_mutex_idx_load(&m) != SENTINEL_MUTEX)
 		return "glibc probe: pthread_mutex_unlock changed the mutex index bytes (22-23)";
-	if (__pthread_mutex_destroy(&m) != 0 || __pthread_mutex_init(&m, NULL) != 0)
+	if (fns->mutex_destroy(&m) != 0 || fns->mutex_init(&m, NULL) != 0)
 		return "glibc probe: pthread_mutex_destroy or a second pthread_mutex_init failed";
 	if (glibc_mutex_idx_load(&m) != 0)
 		return "glibc probe: pthread_mutex_init does not clear the mutex index bytes (22-23) of a used mutex";
-	__pthread_mutex_destroy(&m);
+	fns->mutex_destroy(&m);
 
 	/* mutex_is_elidable_kind() tells the types apart by __kind alone. */
-	if (kind_of_type(PTHREAD_MUTEX_RECURSIVE) != PTHREAD_MUTEX_RECURSIVE_NP)
+	if (kind_of_type(fns, PTHREAD_MUTEX_RECURSIVE) != PTHREAD_MUTEX_RECURSIVE_NP)
 		return "glibc probe: a recursive mutex's __kind is not PTHREAD_MUTEX_RECURSIVE_NP";
-	if (kind_of_type(PTHREAD_MUTEX_ERRORCHECK) != PTHREAD_MUTEX_ERRORCHECK_NP)
+	if (kind_of_type(fns, PTHREAD_MUTEX_ERRORCHECK) != PTHREAD_MUTEX_ERRORCHECK_NP)
 		return "glibc probe: an errorcheck mutex's __kind is not PTHREAD_MUTEX_ERRORCHECK_NP";
-	if (kind_of_type(PTHREAD_MUTEX_ADAPTIVE_NP) != PTHREAD_MUTEX_ADAPTIVE_NP)
+	if (kind_of_type(fns, PTHREAD_MUTEX_ADAPTIVE_NP) != PTHREAD_MUTEX_ADAPTIVE_NP)
 		return "glibc probe: an adaptive mutex's __kind is not PTHREAD_MUTEX_ADAPTIVE_NP";
-	kind = kind_of_type(PTHREAD_MUTEX_NORMAL);
+	kind = kind_of_type(fns, PTHREAD_MUTEX_NORMAL);
 	if (kind != PTHREAD_MUTEX_NORMAL && kind != (PTHREAD_MUTEX_NORMAL | GLIBC_MUTEX_NO_ELISION_NP))
 		return "glibc probe: a normal mutex's __kind is neither 0 nor PTHREAD_MUTEX_NO_ELISION_NP";
 	facts->normal_kind_tagged = (kind & GLIBC_MUTEX_NO_ELISION_NP) != 0;
@@ -231,7 +215,7 @@ static bool rw_idx_clear(pthread_rwlock_t *rw)
 #define RW_WRLOCKED 2u
 #define RW_READER_SHIFT 3
 
-static const char *probe_rwlock(void)
+static const char *probe_rwlock(const struct glibc_lock_fns *fns)
 {
 	pthread_rwlock_t s = PTHREAD_RWLOCK_INITIALIZER;
 	pthread_rwlock_t rw;
@@ -240,7 +224,7 @@ static const char *probe_rwlock(void)
 		return "glibc probe: PTHREAD_RWLOCK_INITIALIZER leaves the rwlock index bytes (34-37) nonzero";
 
 	memset(&rw, 0xa5, sizeof(rw));
-	if (__pthread_rwlock_init(&rw, NULL) != 0)
+	if (fns->rwlock_init(&rw, NULL) != 0)
 		return "glibc probe: pthread_rwlock_init failed";
 	if (!rw_idx_clear(&rw))
 		return "glibc probe: pthread_rwlock_init does not clear the rwlock index bytes (34-37)";
@@ -249,50 +233,50 @@ static const char *probe_rwlock(void)
 
 	*glibc_rwlock_idx(&rw, false) = SENTINEL_RD;
 	*glibc_rwlock_idx(&rw, true) = SENTINEL_WR;
-	if (__pthread_rwlock_rdlock(&rw) != 0)
+	if (fns->rwlock_rdlock(&rw) != 0)
 		return "glibc probe: pthread_rwlock_rdlock failed";
 	if (rw_readers(&rw) >> RW_READER_SHIFT != 1 || (rw_readers(&rw) & RW_WRLOCKED))
 		return "glibc probe: __readers does not count one reader (>> 3) while read-held";
-	if (__pthread_rwlock_trywrlock(&rw) != EBUSY)
+	if (fns->rwlock_trywrlock(&rw) != EBUSY)
 		return "glibc probe: pthread_rwlock_trywrlock of a read-held rwlock did not answer EBUSY";
 	if (!rw_sentinels_intact(&rw))
 		return "glibc probe: pthread_rwlock_rdlock changed the rwlock index bytes (34-37)";
-	if (__pthread_rwlock_unlock(&rw) != 0)
+	if (fns->rwlock_unlock(&rw) != 0)
 		return "glibc probe: pthread_rwlock_unlock of a reader failed";
 	if (rw_readers(&rw) >> RW_READER_SHIFT != 0)
 		return "glibc probe: __readers still counts a reader after unlock";
 
-	if (__pthread_rwlock_wrlock(&rw) != 0)
+	if (fns->rwlock_wrlock(&rw) != 0)
 		return "glibc probe: pthread_rwlock_wrlock failed";
 	if (!(rw_readers(&rw) & RW_WRLOCKED) || rw_writer(&rw) == 0)
 		return "glibc probe: __readers lacks the write-locked bit (2) or __cur_writer is zero while write-held";
 	if (!rw_sentinels_intact(&rw))
 		return "glibc probe: pthread_rwlock_wrlock changed the rwlock index bytes (34-37)";
-	if (__pthread_rwlock_unlock(&rw) != 0)
+	if (fns->rwlock_unlock(&rw) != 0)
 		return "glibc probe: pthread_rwlock_unlock of a writer failed";
 	if ((rw_readers(&rw) & RW_WRLOCKED) || rw_readers(&rw) >> RW_READER_SHIFT != 0 || rw_writer(&rw) != 0)
 		return "glibc probe: __readers or __cur_writer still say write-held after unlock";
 	if (!rw_sentinels_intact(&rw))
 		return "glibc probe: pthread_rwlock_unlock changed the rwlock index bytes (34-37)";
 
-	if (__pthread_rwlock_destroy(&rw) != 0 || __pthread_rwlock_init(&rw, NULL) != 0)
+	if (fns->rwlock_destroy(&rw) != 0 || fns->rwlock_init(&rw, NULL) != 0)
 		return "glibc probe: pthread_rwlock_destroy or a second pthread_rwlock_init failed";
 	if (!rw_idx_clear(&rw))
 		return "glibc probe: pthread_rwlock_init does not clear the rwlock index bytes (34-37) of a used rwlock";
-	__pthread_rwlock_destroy(&rw);
+	fns->rwlock_destroy(&rw);
 	return NULL;
 }
 
-const char *glibc_check(struct glibc_facts *facts)
+const char *glibc_check(struct glibc_facts *facts, const struct glibc_lock_fns *fns)
 {
 	const char *why;
 
 	memset(facts, 0, sizeof(*facts));
 	why = glibc_version_reason(gnu_get_libc_version(), &facts->major, &facts->minor);
 	if (!why)
-		why = probe_mutex(facts);
+		why = probe_mutex(facts, fns);
 	if (!why)
-		why = probe_rwlock();
+		why = probe_rwlock(fns);
 	facts->checked = why == NULL;
 	return why;
 }

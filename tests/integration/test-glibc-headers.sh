@@ -21,8 +21,11 @@
 #                            must stop with glibc-abi.h's static assertion.
 #
 # gcc -H and a compile that needs the 2.43 field names show the shim is the
-# header actually used.  At run time glibc_check() (glibc-check.c) is what
-# guards the layout; this test covers the build side.
+# header actually used.  At run time glibc_check() (glibc-check.c) guards the
+# layout; the last checks fake what it looks at with small preloaded
+# libraries (a gnu_get_libc_version() saying 2.44 or 2.27, a
+# pthread_rwlock_init that leaves bytes in the index slots, as a glibc using
+# them would) and want the real libelide to pass through and say why.
 set -u
 
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/testlib.sh"
@@ -132,6 +135,56 @@ else
 	grep -q "static assertion failed: \"pthread_rwlock_t.__data.__shared moved from byte 28" "$tmp/err" &&
 		ok "a moved rwlock field stops the build with glibc-abi.h's message" ||
 		fail "the bad layout failed to compile, but not with the expected assertion: $(cat "$tmp/err")"
+fi
+
+# 5. At run time, an unverified glibc means pass-through with the reason.
+cat > "$tmp/fake-version.c" <<'EOF'
+const char *gnu_get_libc_version(void);
+const char *gnu_get_libc_version(void) { return FAKE_VERSION; }
+EOF
+cat > "$tmp/fake-rwinit.c" <<'EOF'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+/* A glibc that keeps something of its own in bytes 34-37 of an rwlock. */
+int pthread_rwlock_init(pthread_rwlock_t *rw, const pthread_rwlockattr_t *a)
+{
+	int (*next)(pthread_rwlock_t *, const pthread_rwlockattr_t *) =
+		(int (*)(pthread_rwlock_t *, const pthread_rwlockattr_t *))dlsym(RTLD_NEXT, "pthread_rwlock_init");
+	int r = next(rw, a);
+
+	((unsigned char *)rw)[35] = 1;
+	return r;
+}
+EOF
+runtime_ok=1
+for v in 2.44 2.27; do
+	$cc -shared -fPIC -DFAKE_VERSION="\"$v\"" "$tmp/fake-version.c" -o "$tmp/fake-$v.so" 2>"$tmp/err" ||
+		{ fail "building the fake gnu_get_libc_version: $(cat "$tmp/err")"; runtime_ok=0; }
+done
+$cc -shared -fPIC "$tmp/fake-rwinit.c" -o "$tmp/fake-rwinit.so" -ldl 2>"$tmp/err" ||
+	{ fail "building the fake pthread_rwlock_init: $(cat "$tmp/err")"; runtime_ok=0; }
+# refuses PRELOAD WANT: the workload runs under PRELOAD, libelide says WANT at start and in the report.
+refuses() {
+	env -u ELIDE_FAKE_NO_RTM -u ELIDE_SIM_ABORT -u GLIBC_TUNABLES ELIDE_SIM_ABORT=0x6 \
+		ELIDE=verbose=1,report=1 LD_PRELOAD="$1" "$workload" --seconds 1 >/dev/null 2>"$tmp/err" &&
+		grep -qF "libelide: passing all locks through to glibc: $2" "$tmp/err" &&
+		grep -qF "elision: off: $2" "$tmp/err"
+}
+if [ $runtime_ok = 1 ]; then
+	# Before libelide: libelide's gnu_get_libc_version() binds to the fake.
+	refuses "$asan_first${asan_first:+ }$tmp/fake-2.44.so $lib" \
+		"glibc 2.44 is newer than the 2.43 this libelide was verified against" &&
+		ok "glibc 2.44: pass-through; the start-up line and the report say why" ||
+		fail "no refusal of glibc 2.44: $(cat "$tmp/err")"
+	refuses "$asan_first${asan_first:+ }$tmp/fake-2.27.so $lib" \
+		"glibc 2.27 is older than the 2.28 this libelide was verified against" &&
+		ok "glibc 2.27: pass-through with the reason" || fail "no refusal of glibc 2.27: $(cat "$tmp/err")"
+	# After libelide: the pthread_rwlock_init libelide passes to (RTLD_NEXT) is the fake.
+	refuses "$preload $tmp/fake-rwinit.so" \
+		"glibc probe: pthread_rwlock_init does not clear the rwlock index bytes (34-37)" &&
+		ok "a pthread_rwlock_init that leaves the index bytes set: pass-through, the probe names it" ||
+		fail "the probe missed a pthread_rwlock_init writing the index bytes: $(cat "$tmp/err")"
 fi
 
 tl_finish glibc-headers

@@ -11,40 +11,22 @@
 
 #include "glibc-abi.h"
 
-/*
- * glibc only offers the __pthread_* aliases libelide calls as compat
- * symbols, which a program cannot link against; libelide.so binds them at
- * run time.  Here they forward to the public names, which are glibc's too.
- */
-int __pthread_mutex_init(pthread_mutex_t *m, const pthread_mutexattr_t *a);
-int __pthread_mutex_destroy(pthread_mutex_t *m);
-int __pthread_mutex_lock(pthread_mutex_t *m);
-int __pthread_mutex_trylock(pthread_mutex_t *m);
-int __pthread_mutex_unlock(pthread_mutex_t *m);
-int __pthread_mutexattr_init(pthread_mutexattr_t *a);
-int __pthread_mutexattr_settype(pthread_mutexattr_t *a, int type);
-int __pthread_mutexattr_destroy(pthread_mutexattr_t *a);
-int __pthread_rwlock_init(pthread_rwlock_t *rw, const pthread_rwlockattr_t *a);
-int __pthread_rwlock_destroy(pthread_rwlock_t *rw);
-int __pthread_rwlock_rdlock(pthread_rwlock_t *rw);
-int __pthread_rwlock_trywrlock(pthread_rwlock_t *rw);
-int __pthread_rwlock_wrlock(pthread_rwlock_t *rw);
-int __pthread_rwlock_unlock(pthread_rwlock_t *rw);
-
-int __pthread_mutex_init(pthread_mutex_t *m, const pthread_mutexattr_t *a) { return pthread_mutex_init(m, a); }
-int __pthread_mutex_destroy(pthread_mutex_t *m) { return pthread_mutex_destroy(m); }
-int __pthread_mutex_lock(pthread_mutex_t *m) { return pthread_mutex_lock(m); }
-int __pthread_mutex_trylock(pthread_mutex_t *m) { return pthread_mutex_trylock(m); }
-int __pthread_mutex_unlock(pthread_mutex_t *m) { return pthread_mutex_unlock(m); }
-int __pthread_mutexattr_init(pthread_mutexattr_t *a) { return pthread_mutexattr_init(a); }
-int __pthread_mutexattr_settype(pthread_mutexattr_t *a, int type) { return pthread_mutexattr_settype(a, type); }
-int __pthread_mutexattr_destroy(pthread_mutexattr_t *a) { return pthread_mutexattr_destroy(a); }
-int __pthread_rwlock_init(pthread_rwlock_t *rw, const pthread_rwlockattr_t *a) { return pthread_rwlock_init(rw, a); }
-int __pthread_rwlock_destroy(pthread_rwlock_t *rw) { return pthread_rwlock_destroy(rw); }
-int __pthread_rwlock_rdlock(pthread_rwlock_t *rw) { return pthread_rwlock_rdlock(rw); }
-int __pthread_rwlock_trywrlock(pthread_rwlock_t *rw) { return pthread_rwlock_trywrlock(rw); }
-int __pthread_rwlock_wrlock(pthread_rwlock_t *rw) { return pthread_rwlock_wrlock(rw); }
-int __pthread_rwlock_unlock(pthread_rwlock_t *rw) { return pthread_rwlock_unlock(rw); }
+/* libelide passes elide.c's dlsym(RTLD_NEXT) table; without it, glibc's are the public names. */
+static const struct glibc_lock_fns glibc_fns = {
+	.mutex_init = pthread_mutex_init,
+	.mutex_destroy = pthread_mutex_destroy,
+	.mutex_lock = pthread_mutex_lock,
+	.mutex_trylock = pthread_mutex_trylock,
+	.mutex_unlock = pthread_mutex_unlock,
+	.mutexattr_settype = pthread_mutexattr_settype,
+	.mutexattr_destroy = pthread_mutexattr_destroy,
+	.rwlock_init = pthread_rwlock_init,
+	.rwlock_destroy = pthread_rwlock_destroy,
+	.rwlock_rdlock = pthread_rwlock_rdlock,
+	.rwlock_trywrlock = pthread_rwlock_trywrlock,
+	.rwlock_wrlock = pthread_rwlock_wrlock,
+	.rwlock_unlock = pthread_rwlock_unlock,
+};
 
 static const struct {
 	const char *s;
@@ -161,7 +143,7 @@ START_TEST(test_probe_this_glibc)
 	const char *why;
 
 	memset(&facts, 0xff, sizeof(facts));
-	why = glibc_check(&facts);
+	why = glibc_check(&facts, &glibc_fns);
 	ck_assert_msg(why == NULL, "glibc_check: %s", why);
 	ck_assert(facts.checked);
 	ck_assert_uint_eq(facts.major, 2);
