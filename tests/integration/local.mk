@@ -147,3 +147,11 @@ tests/integration/libelide-flags.sh: Makefile
 	echo "libelide_libs='$(LIBS)'"; \
 	echo "integration_cflags='$(DEFS) $(DEFAULT_INCLUDES) $(AM_CPPFLAGS) $(CPPFLAGS) $(INTEGRATION_CFLAGS) $(CFLAGS)'"; \
 	} > $@
+
+# Conformance: every interposed function, mutex type and rwlock kind, with
+# and without libelide (the program is run by the .sh, not through preload.sh).
+check_PROGRAMS += tests/integration/conformance
+tests_integration_conformance_SOURCES = tests/integration/conformance.c tests/integration/testutil.h
+tests_integration_conformance_CFLAGS = $(AM_CFLAGS)
+TESTS += tests/integration/test-conformance.sh
+EXTRA_DIST += tests/integration/test-conformance.sh

@@ -33,6 +33,19 @@ has "passing all locks through to glibc: GLIBC_TUNABLES enables glibc's own elis
 	ok "glibc's elision enabled: libelide stands aside and says why" || fail "no double-elision refusal: $(cat "$tmp/err")"
 run ELIDE=verbose=1 ELIDE_SIM_ABORT=0x6 GLIBC_TUNABLES=glibc.elision.enable=0 || fail "program failed"
 has "eliding with RTM" && ok "glibc.elision.enable=0: libelide elides" || fail "elision off with enable=0: $(cat "$tmp/err")"
+# glibc reads the value with strtoul's base rules (_dl_strtoul): octal and
+# hex spellings of 1 enable its elision too, and of 0 do not.
+for v in 01 0x1 0X1; do
+	run ELIDE=verbose=1 ELIDE_SIM_ABORT=0x6 GLIBC_TUNABLES=glibc.elision.enable=$v || fail "program failed with enable=$v"
+	has "passing all locks through to glibc: GLIBC_TUNABLES enables glibc's own elision" &&
+		ok "glibc.elision.enable=$v is glibc's 1: libelide stands aside" ||
+		fail "glibc.elision.enable=$v not recognised as enabled: $(cat "$tmp/err")"
+done
+for v in 00 0x0; do
+	run ELIDE=verbose=1 ELIDE_SIM_ABORT=0x6 GLIBC_TUNABLES=glibc.elision.enable=$v || fail "program failed with enable=$v"
+	has "eliding with RTM" && ok "glibc.elision.enable=$v is glibc's 0: libelide elides" ||
+		fail "glibc.elision.enable=$v taken for enabled: $(cat "$tmp/err")"
+done
 
 run ELIDE=verbose=1,report=1 ELIDE_FAKE_NO_RTM=1 || fail "program failed without RTM"
 has "no usable RTM: disabled by ELIDE_FAKE_NO_RTM" && has "elision: off: no usable RTM" &&
