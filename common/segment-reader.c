@@ -637,8 +637,10 @@ static int seg_read_source(const struct seg_source *src, const char *name, pid_t
 			return r;
 	}
 
-	/* Give back what the garbage and free entries did not use. */
-	if (snap->nlocks == 0) {
+	/* Give back what the garbage and free entries did not use.  In callback
+	 * mode there is no table (nlocks counts what `each` saw): realloc(NULL)
+	 * would hand out an uninitialised one. */
+	if (snap->nlocks == 0 || !snap->locks) {
 		free(snap->locks);
 		snap->locks = NULL;
 	} else if (snap->nlocks < snap->header.lock_high_water) {

@@ -481,6 +481,47 @@ START_TEST(test_bad_entries_skipped)
 }
 END_TEST
 
+static struct seg_map *map_ok(const char *name);
+
+static int count_entry(uint32_t index, const struct elide_seg_lock *lock, void *userdata)
+{
+	(*(unsigned *)userdata)++;
+	return 0;
+}
+
+/* Callback mode with garbage entries: no table, never one realloc'd from NULL. */
+START_TEST(test_each_bad_entries_no_table)
+{
+	WITH_SEG(s, 32, 10);
+	struct seg_snapshot *snap = NULL;
+	struct seg_map *m;
+	char err[SEG_ERR_MAX] = "";
+	unsigned seen = 0;
+
+	ent(&s, 3)->kind = 9;
+	ent(&s, 4)->state = 7;
+	seg_write(&s);
+	ck_assert_int_eq(seg_read_each(dfd, s.name, 0, UINT32_MAX, 0, count_entry, &seen, &snap, err, sizeof(err)), 0);
+	ck_assert_uint_eq(snap->nbad_locks, 2);
+	ck_assert_uint_lt(snap->nlocks, snap->header.lock_high_water);
+	ck_assert_uint_eq(snap->nlocks, seen);
+	ck_assert_uint_gt(seen, 0);
+	ck_assert_ptr_null(snap->locks);
+	seg_snapshot_free(snap);
+
+	/* The same through a mapping. */
+	seen = 0;
+	m = map_ok(s.name);
+	ck_assert_int_eq(seg_map_read_each(m, dfd, 0, UINT32_MAX, 0, count_entry, &seen, &snap, err, sizeof(err)), 0);
+	ck_assert_uint_eq(snap->nbad_locks, 2);
+	ck_assert_uint_eq(snap->nlocks, seen);
+	ck_assert_ptr_null(snap->locks);
+	seg_snapshot_free(snap);
+	seg_map_close(m);
+	seg_done(&s);
+}
+END_TEST
+
 /* Each kind of garbage entry, explained with its value. */
 START_TEST(test_bad_entry_explained)
 {
@@ -1030,6 +1071,7 @@ int main(void)
 	tcase_add_test(tc, test_strings_without_nul);
 	tcase_add_test(tc, test_bad_entries_skipped);
 	tcase_add_test(tc, test_bad_entry_explained);
+	tcase_add_test(tc, test_each_bad_entries_no_table);
 	tcase_add_test(tc, test_stale);
 	tcase_add_test(tc, test_owner);
 	tcase_add_test(tc, test_not_regular);
