@@ -155,3 +155,14 @@ tests_integration_conformance_SOURCES = tests/integration/conformance.c tests/in
 tests_integration_conformance_CFLAGS = $(AM_CFLAGS)
 TESTS += tests/integration/test-conformance.sh
 EXTRA_DIST += tests/integration/test-conformance.sh
+
+# Every transaction aborting (ELIDE_SIM_ABORT, or real RTM with a syscall in
+# the section): adaptive mode keeps the lock backed off, mode=on tries once
+# per acquisition; judged by libelide's counters, never by time.  The program
+# is run by the .sh (not through preload.sh).
+check_PROGRAMS += tests/integration/abort-regime
+tests_integration_abort_regime_SOURCES = tests/integration/abort-regime.c
+tests_integration_abort_regime_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_abort_regime_LDADD = common/libelide-tools.la -lm
+TESTS += tests/integration/test-abort-regime.sh
+EXTRA_DIST += tests/integration/test-abort-regime.sh
