@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -100,4 +101,114 @@ int log_full_errno(int priority, int error, const char *fmt, ...)
 	else
 		log_full(priority, "%s", msg);
 	return -error;
+}
+
+/* ---- per-uid rate limiting ------------------------------------------ */
+
+void log_ratelimit_init(struct log_ratelimit *rl, uint64_t window_ns, unsigned burst)
+{
+	memset(rl, 0, sizeof(*rl));
+	rl->window_ns = window_ns;
+	rl->burst = burst;
+	rl->other.uid = (uid_t)-1;
+}
+
+static void ratelimit_summary(struct log_ratelimit *rl, struct log_ratelimit_slot *s)
+{
+	if (!s->suppressed)
+		return;
+	if (s == &rl->other)
+		log_full(s->priority, "suppressed %u messages about other uids", s->suppressed);
+	else
+		log_full(s->priority, "suppressed %u messages about uid %u", s->suppressed, (unsigned)s->uid);
+	s->suppressed = 0;
+}
+
+static bool window_ended(const struct log_ratelimit *rl, const struct log_ratelimit_slot *s, uint64_t now_ns)
+{
+	return now_ns - s->window_start_ns >= rl->window_ns;
+}
+
+static struct log_ratelimit_slot *ratelimit_slot(struct log_ratelimit *rl, uid_t uid, uint64_t now_ns)
+{
+	struct log_ratelimit_slot *free_slot = NULL, *ended = NULL;
+
+	for (size_t i = 0; i < LOG_RATELIMIT_SLOTS; i++) {
+		struct log_ratelimit_slot *s = &rl->slots[i];
+
+		if (!s->used) {
+			if (!free_slot)
+				free_slot = s;
+		} else if (s->uid == uid) {
+			return s;
+		} else if (!ended && window_ended(rl, s, now_ns)) {
+			ended = s;
+		}
+	}
+	if (!free_slot && ended) {
+		ratelimit_summary(rl, ended);
+		free_slot = ended;
+	}
+	if (!free_slot)
+		return &rl->other;
+	memset(free_slot, 0, sizeof(*free_slot));
+	free_slot->used = true;
+	free_slot->uid = uid;
+	free_slot->window_start_ns = now_ns;
+	return free_slot;
+}
+
+bool log_ratelimit_allow(struct log_ratelimit *rl, uid_t uid, int priority, uint64_t now_ns)
+{
+	struct log_ratelimit_slot *s;
+
+	if (!rl || uid == 0)
+		return true;
+	s = ratelimit_slot(rl, uid, now_ns);
+	if (window_ended(rl, s, now_ns)) {
+		ratelimit_summary(rl, s);
+		s->window_start_ns = now_ns;
+		s->shown = 0;
+	}
+	if (s->shown < rl->burst) {
+		s->shown++;
+		return true;
+	}
+	if (!s->suppressed || priority < s->priority)
+		s->priority = priority;
+	s->suppressed++;
+	return false;
+}
+
+void log_ratelimit_flush(struct log_ratelimit *rl, uint64_t now_ns)
+{
+	for (size_t i = 0; i < LOG_RATELIMIT_SLOTS; i++) {
+		struct log_ratelimit_slot *s = &rl->slots[i];
+
+		if (s->used && window_ended(rl, s, now_ns)) {
+			ratelimit_summary(rl, s);
+			s->used = false;
+		}
+	}
+	if (window_ended(rl, &rl->other, now_ns)) {
+		ratelimit_summary(rl, &rl->other);
+		rl->other.window_start_ns = now_ns;
+		rl->other.shown = 0;
+	}
+}
+
+void log_uid(struct log_ratelimit *rl, uid_t uid, int priority, const char *fmt, ...)
+{
+	struct timespec ts;
+	va_list ap;
+
+	/* Filtered out anyway: neither shown nor worth counting. */
+	if (priority > log_max_priority)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (!log_ratelimit_allow(rl, uid, priority, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec))
+		return;
+	va_start(ap, fmt);
+	log_fullv(priority, fmt, ap);
+	va_end(ap);
 }
