@@ -192,9 +192,7 @@ struct lock_local {
 
 struct elide_thread {
 	unsigned depth;
-	unsigned sample_count;        /* drives 1-in-opts.sample counting */
-	unsigned attempt_count;       /* drives 1-in-16 abort timing */
-	unsigned throttled_count;     /* drives 1-in-THROTTLED_SAMPLE counting */
+	uint64_t sample_state;        /* drives every 1-in-N decision (sample_bits) */
 	struct lock_rec *probe_rec;   /* set inside a probing transaction */
 	struct elided_lock held[ELIDE_MAX_NEST];
 	struct lock_local local[LOCAL_SLOTS];
@@ -202,9 +200,20 @@ struct elide_thread {
 
 static __thread struct elide_thread self;
 
+/*
+ * 32 pseudo-random bits per call, for the 1-in-N decisions.  A counter
+ * would alias: two locks used in turn by one thread would split the
+ * samples evenly or one would get them all.  An LCG step costs a multiply.
+ */
+static inline uint32_t sample_bits(void)
+{
+	self.sample_state = self.sample_state * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)(self.sample_state >> 32);
+}
+
 static inline bool sample_now(void)
 {
-	return ((++self.sample_count) & elide.sample_mask) == 0;
+	return (sample_bits() & elide.sample_mask) == 0;
 }
 
 static inline struct lock_local *local_of(const struct lock_rec *rec)
@@ -224,7 +233,7 @@ static inline struct lock_local *local_of(const struct lock_rec *rec)
  * 1 in THROTTLED_SAMPLE of them, else 0 (not counted). */
 static inline unsigned throttled_weight(void)
 {
-	return (++self.throttled_count & (THROTTLED_SAMPLE - 1)) == 0 ? THROTTLED_SAMPLE : 0;
+	return (sample_bits() & (THROTTLED_SAMPLE - 1)) == 0 ? THROTTLED_SAMPLE : 0;
 }
 
 /* Remove `lock` from the elided set; true if it was there. */
@@ -401,7 +410,7 @@ static __attribute__((noinline)) bool try_elide(void *lock, struct lock_rec *rec
 				break;
 		}
 		/* Time 1 in 16 attempts: cheap enough, and an unbiased estimate. */
-		if (unlikely((++self.attempt_count & 15) == 0))
+		if (unlikely((sample_bits() & 15) == 0))
 			start = __rdtsc();
 		status = likely(!elide.sim_abort) ? _xbegin() : elide.sim_abort_status;
 		if (status == _XBEGIN_STARTED) {

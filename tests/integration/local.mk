@@ -19,7 +19,8 @@ INTEGRATION_TESTS = \
 	tests/integration/test-stress-list \
 	tests/integration/test-annotate \
 	tests/integration/test-segment-lifecycle \
-	tests/integration/test-registry-signal
+	tests/integration/test-registry-signal \
+	tests/integration/test-normal-type
 
 check_PROGRAMS += $(INTEGRATION_TESTS)
 TESTS += $(INTEGRATION_TESTS)
@@ -72,6 +73,10 @@ tests_integration_test_annotate_LDADD = $(INTEGRATION_LDADD)
 tests_integration_test_registry_signal_SOURCES = tests/integration/test-registry-signal.c tests/integration/testutil.h
 tests_integration_test_registry_signal_CFLAGS = $(INTEGRATION_CFLAGS)
 tests_integration_test_registry_signal_LDADD = $(INTEGRATION_LDADD)
+
+tests_integration_test_normal_type_SOURCES = tests/integration/test-normal-type.c tests/integration/testutil.h
+tests_integration_test_normal_type_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_test_normal_type_LDADD = common/libelide-tools.la
 
 tests_integration_test_segment_lifecycle_SOURCES = tests/integration/test-segment-lifecycle.c
 tests_integration_test_segment_lifecycle_CFLAGS = $(INTEGRATION_CFLAGS)
