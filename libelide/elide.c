@@ -188,11 +188,15 @@ struct lock_local {
 	uint32_t idx;                 /* record index, 0 = slot unused */
 	uint32_t skip_left;           /* real acquisitions before the next probe, 0 = not counting */
 	uint32_t fail_streak;         /* acquisitions in a row that fell back */
+	/* 1-in-N counting per lock: one counter for all locks would alias (two
+	 * locks used in turn would split the samples or one would get them all). */
+	uint32_t sample_count;        /* drives 1-in-opts.sample counting */
+	uint32_t throttled_count;     /* drives 1-in-THROTTLED_SAMPLE counting */
 };
 
 struct elide_thread {
 	unsigned depth;
-	uint64_t sample_state;        /* drives every 1-in-N decision (sample_bits) */
+	unsigned attempt_count;       /* drives 1-in-16 abort timing */
 	struct lock_rec *probe_rec;   /* set inside a probing transaction */
 	struct elided_lock held[ELIDE_MAX_NEST];
 	struct lock_local local[LOCAL_SLOTS];
@@ -200,21 +204,6 @@ struct elide_thread {
 
 static __thread struct elide_thread self;
 
-/*
- * 32 pseudo-random bits per call, for the 1-in-N decisions.  A counter
- * would alias: two locks used in turn by one thread would split the
- * samples evenly or one would get them all.  An LCG step costs a multiply.
- */
-static inline uint32_t sample_bits(void)
-{
-	self.sample_state = self.sample_state * 6364136223846793005ull + 1442695040888963407ull;
-	return (uint32_t)(self.sample_state >> 32);
-}
-
-static inline bool sample_now(void)
-{
-	return (sample_bits() & elide.sample_mask) == 0;
-}
 
 static inline struct lock_local *local_of(const struct lock_rec *rec)
 {
@@ -229,11 +218,16 @@ static inline struct lock_local *local_of(const struct lock_rec *rec)
 	return l;
 }
 
+static inline bool sample_now(struct lock_local *l)
+{
+	return ((++l->sample_count) & elide.sample_mask) == 0;
+}
+
 /* The weight of this throttled acquisition's counts: THROTTLED_SAMPLE for
  * 1 in THROTTLED_SAMPLE of them, else 0 (not counted). */
-static inline unsigned throttled_weight(void)
+static inline unsigned throttled_weight(struct lock_local *l)
 {
-	return (sample_bits() & (THROTTLED_SAMPLE - 1)) == 0 ? THROTTLED_SAMPLE : 0;
+	return (++l->throttled_count & (THROTTLED_SAMPLE - 1)) == 0 ? THROTTLED_SAMPLE : 0;
 }
 
 /* Remove `lock` from the elided set; true if it was there. */
@@ -394,7 +388,7 @@ static __attribute__((noinline)) bool try_elide(void *lock, struct lock_rec *rec
 {
 	struct lock_local *l = local_of(rec);
 	bool throttled = l->fail_streak >= STREAK_THROTTLE;
-	unsigned weight = throttled ? throttled_weight() : 1;
+	unsigned weight = throttled ? throttled_weight(l) : 1;
 	unsigned retries = throttled ? 0 : elide.opts.retries;
 	unsigned busy_retries = throttled ? 0 : elide.opts.busy_retries;
 	unsigned attempt = 0;
@@ -410,7 +404,7 @@ static __attribute__((noinline)) bool try_elide(void *lock, struct lock_rec *rec
 				break;
 		}
 		/* Time 1 in 16 attempts: cheap enough, and an unbiased estimate. */
-		if (unlikely((sample_bits() & 15) == 0))
+		if (unlikely((++self.attempt_count & 15) == 0))
 			start = __rdtsc();
 		status = likely(!elide.sim_abort) ? _xbegin() : elide.sim_abort_status;
 		if (status == _XBEGIN_STARTED) {
@@ -472,7 +466,7 @@ fallback:
  * A backed-off lock whose skip this thread has counted down: one
  * transaction tells whether eliding pays again.  It commits: the gate goes
  * back to eliding at the commit (commit_elided).  It aborts: the back-off
- * doubles.  A lock found busy is probed at the next acquisition instead.
+ * doubles.  A lock seen held is probed at the next acquisition instead.
  */
 static __attribute__((noinline)) bool probe_elide(void *lock, struct lock_rec *rec, enum elide_op op, int32_t span, struct lock_local *l)
 {
@@ -491,11 +485,11 @@ static __attribute__((noinline)) bool probe_elide(void *lock, struct lock_rec *r
 		}
 		_xabort(ELIDE_XABORT_BUSY);
 	}
+	/* Any abort, busy included (the lock looked free just before), is a
+	 * failed probe: a lock that keeps aborting busy would otherwise be
+	 * probed on every acquisition. */
 	rec_note_abort(rec, status, 0, 1);
-	if (elide_abort_classify(status) == ELIDE_ABORT_BUSY)
-		l->skip_left = 1;
-	else
-		rec_back_off_from(rec, span);
+	rec_back_off_from(rec, span);
 	rec_count(rec, STAT_FALLBACKS, 1);
 	rec_count(rec, STAT_ACQUIRED, 1);
 	return false;
@@ -525,12 +519,12 @@ static __attribute__((noinline, cold)) void count_real_acquisitions(struct lock_
 static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_op op)
 {
 	int32_t gate = atomic_load_explicit(&rec->gate, memory_order_relaxed);
+	struct lock_local *l;
 
 	if (likely(gate == GATE_ELIDE))
 		return try_elide(lock, rec, op);
+	l = local_of(rec);
 	if (gate > 0) {
-		struct lock_local *l = local_of(rec);
-
 		if (l->skip_left == 0 || l->skip_left > (uint32_t)gate) {
 			/* A new span: when a probe turns elision back on, this
 			 * thread starts throttled, so a lock that still fails
@@ -541,7 +535,7 @@ static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_
 		if (--l->skip_left == 0 && !in_elided_section())
 			return probe_elide(lock, rec, op, gate, l);
 	}
-	if (unlikely(sample_now()))
+	if (unlikely(sample_now(l)))
 		count_real_acquisitions(rec, gate);
 	return false;
 }
@@ -567,7 +561,7 @@ static inline bool skips_backed_off(uint16_t idx)
 	if (l->idx != idx || l->skip_left <= 1 || l->skip_left > (uint32_t)gate)
 		return false;
 	l->skip_left--;
-	if (unlikely(sample_now()))
+	if (unlikely(sample_now(l)))
 		count_real_acquisitions(rec, gate);
 	return true;
 }
@@ -581,7 +575,7 @@ static inline void commit_elided(struct lock_rec *rec)
 		self.probe_rec = NULL;
 		rec_probe_committed(rec);
 	}
-	if (unlikely(sample_now()))
+	if (unlikely(sample_now(local_of(rec))))
 		rec_note_commit_sample(rec);
 }
 
