@@ -51,8 +51,15 @@
  *   ResetLock(u pid, s lock)
  *       lock: the name shown by GetLocks, "#INDEX" or "0xADDRESS".
  *   Reload()                                 root only
+ *   Subscribe()                              receive the signals below
+ *   Unsubscribe()
  *
- * Signals:
+ * Signals, never broadcast: each goes to every subscriber (a connection
+ * that called Subscribe) allowed to see the process, i.e. root and the
+ * process's owner, as a unicast message.  A subscription ends with
+ * Unsubscribe or when the connection leaves the bus.  When a process
+ * changes owner, a subscriber that could see it only before gets
+ * ProcessRemoved, one that can see it only now gets ProcessAdded.
  *   ProcessAdded(u pid, s exe)
  *   ProcessRemoved(u pid)
  *
@@ -60,18 +67,24 @@
  *   org.elide.Error.NoSuchProcess            no libelide process with that PID
  *   org.elide.Error.NoSuchLock               the process has no such lock
  *   org.elide.Error.ReloadFailed             "FILE:LINE: what"; old policy kept
+ *   org.elide.Error.NotSubscribed            Unsubscribe without Subscribe
  *   org.elide.Error.Failed                   anything else
+ *   org.freedesktop.DBus.Error.LimitsExceeded  too many subscriptions of one uid
  *   org.freedesktop.DBus.Error.AccessDenied  another user's process, or Reload by non-root
  *   org.freedesktop.DBus.Error.InvalidArgs   bad mode
  *
  * Authorisation is ours: the bus policy lets everyone call, and every method
  * is SD_BUS_VTABLE_UNPRIVILEGED so that sd-bus does not demand CAP_SYS_ADMIN
  * first.  The caller's uid comes from the bus daemon, never from the message.
+ * The process's owner is read afresh at every call that reads or steers it
+ * (elided_check_owner), not taken from what was cached at adoption: a
+ * setuid exec keeps the pid.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-bus.h>
 
@@ -87,6 +100,7 @@ static const sd_bus_error_map elided_error_map[] = {
 	SD_BUS_ERROR_MAP(ELIDED_ERROR_NO_SUCH_LOCK, ENOENT),
 	SD_BUS_ERROR_MAP(ELIDED_ERROR_RELOAD_FAILED, EINVAL),
 	SD_BUS_ERROR_MAP(ELIDED_ERROR_FAILED, EIO),
+	SD_BUS_ERROR_MAP(ELIDED_ERROR_NOT_SUBSCRIBED, ENOENT),
 	SD_BUS_ERROR_MAP_END
 };
 
@@ -102,6 +116,15 @@ static const struct {
 	{ "debug", ELIDE_SEG_STAT_ABORT_DEBUG },
 	{ "nested", ELIDE_SEG_STAT_ABORT_NESTED },
 	{ "other", ELIDE_SEG_STAT_ABORT_OTHER },
+};
+
+/* A connection that called Subscribe, until it leaves or unsubscribes. */
+struct bus_subscriber {
+	struct bus_subscriber *next;
+	struct elided *d;
+	sd_bus_track *track;         /* tells us when the name leaves the bus */
+	char *name;                  /* unique bus name */
+	uid_t uid;                   /* its effective uid, from the bus daemon */
 };
 
 bool elided_bus_may_access(uid_t caller, uid_t owner)
@@ -283,6 +306,12 @@ static int caller_process(struct elided *d, sd_bus_message *m, uint32_t pid, str
 	if (!p)
 		return sd_bus_error_setf(error, ELIDED_ERROR_NO_SUCH_PROCESS, "No libelide process with PID %" PRIu32,
 					 pid);
+	/* Its owner now, not at adoption. */
+	r = elided_check_owner(d, p);
+	if (r == -ESRCH)
+		return sd_bus_error_setf(error, ELIDED_ERROR_NO_SUCH_PROCESS, "Process %" PRIu32 " has exited", pid);
+	if (r < 0)
+		return sd_bus_error_set_errnof(error, r, "Cannot determine the owner of process %" PRIu32 ": %m", pid);
 	if (!elided_bus_may_access(uid, p->uid))
 		return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
 					 "Permission denied: process %" PRIu32 " belongs to another user", pid);
@@ -422,6 +451,20 @@ static int array_reply_send(sd_bus_message *reply)
 	return sd_bus_send(NULL, reply, NULL);
 }
 
+/*
+ * Before listing for a non-root caller: the owner now of every process the
+ * cache says is the caller's (one that became someone else's is left out).
+ * Root sees everything anyway.
+ */
+static void check_owners_for(struct elided *d, uid_t caller)
+{
+	if (caller == 0)
+		return;
+	for (struct tracked_process *p = d->processes; p; p = p->next)
+		if (p->uid == caller)
+			(void)elided_check_owner(d, p);
+}
+
 static int method_list_processes(sd_bus_message *m, void *userdata, sd_bus_error *error)
 {
 	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
@@ -432,6 +475,7 @@ static int method_list_processes(sd_bus_message *m, void *userdata, sd_bus_error
 	r = caller_uid(m, &uid, error);
 	if (r < 0)
 		return r;
+	check_owners_for(d, uid);
 
 	r = array_reply_begin(m, "(uusssssddddtu)", &reply);
 	if (r < 0)
@@ -522,6 +566,7 @@ static int method_list_programs(sd_bus_message *m, void *userdata, sd_bus_error 
 	r = caller_uid(m, &uid, error);
 	if (r < 0)
 		return r;
+	check_owners_for(d, uid);
 	r = array_reply_begin(m, "(suuddddd)", &reply);
 	if (r < 0)
 		return r;
@@ -744,6 +789,101 @@ static int method_reload(sd_bus_message *m, void *userdata, sd_bus_error *error)
 	return sd_bus_reply_method_return(m, NULL);
 }
 
+/* ---- subscriptions ----------------------------------------------------- */
+
+static struct bus_subscriber *find_subscriber(struct elided *d, const char *name)
+{
+	for (struct bus_subscriber *s = d->subscribers; s; s = s->next)
+		if (!strcmp(s->name, name))
+			return s;
+	return NULL;
+}
+
+static void subscriber_free(struct elided *d, struct bus_subscriber *s)
+{
+	for (struct bus_subscriber **pp = &d->subscribers; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			d->nsubscribers--;
+			break;
+		}
+	sd_bus_track_unref(s->track);
+	free(s->name);
+	free(s);
+}
+
+/* The subscriber's connection left the bus (sd-bus saw NameOwnerChanged). */
+static int on_subscriber_gone(sd_bus_track *track, void *userdata)
+{
+	struct bus_subscriber *s = userdata;
+
+	log_debug("D-Bus subscriber %s (uid %u) disconnected", s->name, (unsigned)s->uid);
+	subscriber_free(s->d, s);
+	return 0;
+}
+
+static int method_subscribe(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	struct elided *d = userdata;
+	struct bus_subscriber *s;
+	const char *sender = sd_bus_message_get_sender(m);
+	size_t of_uid = 0;
+	uid_t uid;
+	int r;
+
+	r = caller_uid(m, &uid, error);
+	if (r < 0)
+		return r;
+	if (!sender)
+		return sd_bus_error_setf(error, SD_BUS_ERROR_NOT_SUPPORTED, "Subscribing needs a bus connection");
+	if (find_subscriber(d, sender))
+		return sd_bus_reply_method_return(m, NULL);
+	/* What one user can make the daemon hold. */
+	for (s = d->subscribers; s; s = s->next)
+		of_uid += s->uid == uid;
+	if (uid != 0 && of_uid >= ELIDED_MAX_SUBSCRIBERS_PER_UID)
+		return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
+					 "uid %u already has %u subscriptions", (unsigned)uid,
+					 ELIDED_MAX_SUBSCRIBERS_PER_UID);
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->d = d;
+	s->uid = uid;
+	s->name = strdup(sender);
+	if (!s->name) {
+		free(s);
+		return -ENOMEM;
+	}
+	r = sd_bus_track_new(sd_bus_message_get_bus(m), &s->track, on_subscriber_gone, s);
+	if (r >= 0)
+		r = sd_bus_track_add_sender(s->track, m);
+	if (r < 0) {
+		sd_bus_track_unref(s->track);
+		free(s->name);
+		free(s);
+		return sd_bus_error_set_errnof(error, r, "Cannot track the subscriber: %m");
+	}
+	s->next = d->subscribers;
+	d->subscribers = s;
+	d->nsubscribers++;
+	log_debug("D-Bus subscriber %s (uid %u)", s->name, (unsigned)uid);
+	return sd_bus_reply_method_return(m, NULL);
+}
+
+static int method_unsubscribe(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	struct elided *d = userdata;
+	const char *sender = sd_bus_message_get_sender(m);
+	struct bus_subscriber *s = sender ? find_subscriber(d, sender) : NULL;
+
+	if (!s)
+		return sd_bus_error_setf(error, ELIDED_ERROR_NOT_SUBSCRIBED, "Not subscribed");
+	subscriber_free(d, s);
+	return sd_bus_reply_method_return(m, NULL);
+}
+
 /* ---- object ------------------------------------------------------------ */
 
 static const sd_bus_vtable manager_vtable[] = {
@@ -801,6 +941,8 @@ static const sd_bus_vtable manager_vtable[] = {
 				 method_reset_lock, SD_BUS_VTABLE_UNPRIVILEGED),
 	/* Unprivileged for sd-bus; the handler itself admits root only. */
 	SD_BUS_METHOD("Reload", NULL, NULL, method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD("Subscribe", NULL, NULL, method_subscribe, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD("Unsubscribe", NULL, NULL, method_unsubscribe, SD_BUS_VTABLE_UNPRIVILEGED),
 
 	SD_BUS_SIGNAL_WITH_NAMES("ProcessAdded", "us", SD_BUS_PARAM(pid) SD_BUS_PARAM(exe), 0),
 	SD_BUS_SIGNAL_WITH_NAMES("ProcessRemoved", "u", SD_BUS_PARAM(pid), 0),
@@ -844,30 +986,68 @@ int elided_bus_setup(struct elided *d)
 
 void elided_bus_free(struct elided *d)
 {
+	/* Tracks hold the bus: drop them first. */
+	while (d->subscribers)
+		subscriber_free(d, d->subscribers);
 	d->bus = sd_bus_flush_close_unref(d->bus);
 }
 
-void elided_bus_emit_process_added(struct elided *d, const struct tracked_process *p)
+/* One signal about `pid`, unicast to `destination`; exe NULL: ProcessRemoved. */
+static int send_process_signal(struct elided *d, const char *destination, pid_t pid, const char *exe)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+	int r;
+
+	r = sd_bus_message_new_signal(d->bus, &m, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE,
+				      exe ? "ProcessAdded" : "ProcessRemoved");
+	if (r < 0)
+		return r;
+	r = sd_bus_message_set_destination(m, destination);
+	if (r < 0)
+		return r;
+	r = exe ? sd_bus_message_append(m, "us", (uint32_t)pid, exe) : sd_bus_message_append(m, "u", (uint32_t)pid);
+	if (r < 0)
+		return r;
+	return sd_bus_send(d->bus, m, NULL);
+}
+
+/* ProcessAdded (added) or ProcessRemoved about p to every subscriber that
+ * may see a process of `owner`; with check_before, only to those that
+ * could not see one of `before`. */
+static void emit(struct elided *d, const struct tracked_process *p, uid_t owner, bool added, bool check_before,
+		 uid_t before)
 {
 	char exe[ELIDE_SEG_EXE_MAX];
 	int r;
 
 	if (!d->bus)
 		return;
-	r = sd_bus_emit_signal(d->bus, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, "ProcessAdded", "us",
-			       (uint32_t)p->pid, bus_string(p->exe, exe, sizeof(exe)));
-	if (r < 0)
-		log_warning_errno(r, "Failed to emit ProcessAdded for %d", (int)p->pid);
+	for (struct bus_subscriber *s = d->subscribers; s; s = s->next) {
+		if (!elided_bus_may_access(s->uid, owner))
+			continue;
+		if (check_before && elided_bus_may_access(s->uid, before))
+			continue;
+		r = send_process_signal(d, s->name, p->pid, added ? bus_string(p->exe, exe, sizeof(exe)) : NULL);
+		if (r < 0)
+			log_warning_errno(r, "Failed to send %s for %d to %s", added ? "ProcessAdded" : "ProcessRemoved",
+					  (int)p->pid, s->name);
+	}
 }
 
-void elided_bus_emit_process_removed(struct elided *d, pid_t pid)
+void elided_bus_emit_process_added(struct elided *d, const struct tracked_process *p)
 {
-	int r;
+	emit(d, p, p->uid, true, false, 0);
+}
 
-	if (!d->bus)
-		return;
-	r = sd_bus_emit_signal(d->bus, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, "ProcessRemoved", "u",
-			       (uint32_t)pid);
-	if (r < 0)
-		log_warning_errno(r, "Failed to emit ProcessRemoved for %d", (int)pid);
+void elided_bus_emit_process_removed(struct elided *d, const struct tracked_process *p)
+{
+	emit(d, p, p->uid, false, false, 0);
+}
+
+void elided_bus_emit_owner_changed(struct elided *d, const struct tracked_process *p, uid_t old_uid)
+{
+	/* Gone for who saw it only under its former owner... */
+	emit(d, p, old_uid, false, true, p->uid);
+	/* ...new for who sees it only now. */
+	emit(d, p, p->uid, true, true, old_uid);
 }

@@ -12,12 +12,14 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "log.h"
 #include "policy-config.h"
 #include "segment-format.h"
 #include "segment-reader.h"
 
 struct discovery;
 struct elfsym_maps;
+struct bus_subscriber;
 
 #define ELIDED_HISTORY 60        /* intervals of per-process history kept */
 /* Lock entries followed per process: caps what one process costs the daemon. */
@@ -25,6 +27,10 @@ struct elfsym_maps;
 /* Intervals between two checks of a tracked process against /proc. */
 #define ELIDED_PROC_CHECK_EVERY 10u
 #define ELIDED_LOCK_NAME_MAX 128
+/* Messages a user can trigger (bad segments, leftovers): at most this many
+ * per uid per window, then one summary line (log.h). */
+#define ELIDED_LOG_BURST 10u
+#define ELIDED_LOG_WINDOW_SEC 10u
 
 #define ELIDED_CALLSITE_TEXT_MAX (ELIDED_LOCK_NAME_MAX * 2)
 
@@ -156,6 +162,9 @@ struct elided {
 	bool rtm_usable;
 	char rtm_reason[160];
 	bool bus_required;           /* --no-bus not given */
+	struct bus_subscriber *subscribers; /* dbus.c: who gets our signals */
+	size_t nsubscribers;
+	struct log_ratelimit ratelimit; /* per uid, for what users can trigger */
 };
 
 /* process.c */
@@ -172,6 +181,10 @@ void elided_free_processes(struct elided *d);
 void elided_reschedule(struct elided *d);
 
 struct tracked_process *elided_find_process(struct elided *d, pid_t pid);
+/* Before a D-Bus call reads or steers p: its owner now (fresh from /proc,
+ * not the cached one).  A change drops p's runtime overrides (logged,
+ * pushed at once) and updates p->uid.  0, or -ESRCH when p is gone. */
+int elided_check_owner(struct elided *d, struct tracked_process *p);
 /* Mode or lock override from elidectl; lock NULL = whole process.  Pushes at once. */
 int elided_set_override(struct elided *d, struct tracked_process *p, const char *lock, enum policy_mode mode,
 			char *err, size_t errlen);

@@ -155,6 +155,8 @@ static int on_interval(sd_event_source *s, uint64_t usec, void *userdata)
 
 	elided_refresh_all(d);
 	d->intervals++;
+	/* Summaries of ended rate-limit windows, without waiting for a next message. */
+	log_ratelimit_flush(&d->ratelimit, now_ns());
 	/* Every few intervals, give refused segments another chance. */
 	if (d->intervals % 5 == 0)
 		elided_rescan(d);
@@ -298,6 +300,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setup_logging(verbose);
+	log_ratelimit_init(&d->ratelimit, (uint64_t)ELIDED_LOG_WINDOW_SEC * 1000000000u, ELIDED_LOG_BURST);
 	/* Snapshot buffers come and go every interval: keep them on the heap
 	 * instead of an mmap/munmap pair (and fresh page faults) each time. */
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <systemd/sd-login.h>
 #include <time.h>
 #include <unistd.h>
@@ -347,7 +348,13 @@ static uint32_t ctl_policy_of(enum policy_mode m)
 	}
 }
 
-/* Write what the policy says into the segment, where it differs. */
+/* A segment gone (the process exited) or replaced (it exec'd) while we
+ * wrote: an ordinary race, not worth a warning.  Anything else is. */
+static int write_problem_priority(int r)
+{
+	return r == -ENOENT || r == -ESRCH || r == -ESTALE ? LOG_DEBUG : LOG_WARNING;
+}
+
 /* One interval's walk over a process's locks: history sums and decisions. */
 struct pass {
 	struct elided *d;
@@ -404,7 +411,8 @@ static void pass_lock(struct pass *ps, struct lock_view *v)
 	r = seg_write_lock_policy(ps->d->runtime_dirfd, p->seg_name, v->index, want, source, err, sizeof(err));
 	if (r < 0) {
 		snprintf(p->last_error, sizeof(p->last_error), "%s", err);
-		log_warning("pid %d: cannot write a lock decision: %s", (int)p->pid, err);
+		log_uid(&ps->d->ratelimit, p->uid, write_problem_priority(r), "pid %d: cannot write a lock decision: %s",
+			(int)p->pid, err);
 		return;
 	}
 	ps->locks_written++;
@@ -451,7 +459,8 @@ static void pass_end(struct pass *ps, uint64_t t, bool history)
 		r = seg_write_control(ps->d->runtime_dirfd, p->seg_name, &c, err, sizeof(err));
 		if (r < 0) {
 			snprintf(p->last_error, sizeof(p->last_error), "%s", err);
-			log_warning("pid %d: cannot write decisions: %s", (int)p->pid, err);
+			log_uid(&ps->d->ratelimit, p->uid, write_problem_priority(r), "pid %d: cannot write decisions: %s",
+				(int)p->pid, err);
 		} else {
 			p->control_written = c;
 			p->control_valid = true;
@@ -560,11 +569,82 @@ static int read_segment(struct elided *d, struct tracked_process *p, unsigned fl
 	return r;
 }
 
-static void log_read_problem(struct tracked_process *p, const char *err)
+/* Said once per distinct problem, within the owner's rate limit; a file
+ * replaced by the next image (fork + exec) is no problem at all. */
+static void log_read_problem(struct elided *d, struct tracked_process *p, int r, const char *err)
 {
 	if (strcmp(p->last_error, err))
-		log_warning("%s", err);
+		log_uid(&d->ratelimit, p->uid, r == -ESTALE ? LOG_DEBUG : LOG_WARNING, "%s", err);
 	snprintf(p->last_error, sizeof(p->last_error), "%s", err);
+}
+
+/* ---- owner ------------------------------------------------------------ */
+
+/*
+ * p's effective uid is no longer the one cached (a setuid exec keeps pid
+ * and start time; a server drops privileges).  Runtime overrides were set
+ * by, or for, the former owner: drop them, and since they are written into
+ * the segment (where a restarted daemon would restore them), the next pass
+ * rewrites the control block and every lock decision without them.
+ */
+static void owner_changed(struct elided *d, struct tracked_process *p, uid_t uid)
+{
+	uid_t old = p->uid;
+
+	p->override = POLICY_MODE_UNSET;
+	for (size_t i = 0; i < p->nlocks; i++)
+		p->locks[i].override = POLICY_MODE_UNSET;
+	p->uid = uid;
+	p->control_valid = false;
+	decide(d, p); /* rules may name the user */
+	/* Limited by the unprivileged side: a program toggling its euid must
+	 * not flood the journal. */
+	log_uid(&d->ratelimit, old ? old : uid, LOG_NOTICE, "pid %d (%s) changed owner uid %u -> uid %u; runtime overrides dropped",
+		(int)p->pid, p->exe[0] ? p->exe : p->comm, (unsigned)old, (unsigned)uid);
+	elided_bus_emit_owner_changed(d, p, old);
+}
+
+/*
+ * Compare p's owner now with the cached one.  fresh: the authoritative
+ * answer, for a D-Bus call about to read or steer p: the effective uid from
+ * /proc/PID/status, then the start time, read after it, so that the uid is
+ * that of the process we track (a recycled pid has another start time).
+ * /proc rather than a pidfd: BPF discovery keeps no pidfds, and a start
+ * time read after the status answers the same question.
+ * Not fresh (every interval): one stat of /proc/PID, owned by the
+ * effective uid of a dumpable process and by root otherwise.  It can only
+ * err towards root, so every difference is confirmed the fresh way and a
+ * change to root (a setuid exec) is always seen at once; a change away
+ * from root may wait for the periodic full check or the next D-Bus call.
+ * Returns 1 when the owner changed, 0 when not, -ESRCH when p is gone.
+ */
+static int check_owner(struct elided *d, struct tracked_process *p, bool fresh)
+{
+	char path[32];
+	struct stat st;
+	uint64_t start;
+	uid_t uid;
+	int r;
+
+	if (!fresh) {
+		snprintf(path, sizeof(path), "/proc/%d", (int)p->pid);
+		if (stat(path, &st) < 0)
+			return errno == ENOENT ? -ESRCH : -errno;
+		if (st.st_uid == p->uid)
+			return 0;
+	}
+	r = seg_proc_uid(NULL, p->pid, &uid);
+	if (r < 0)
+		return r;
+	r = seg_proc_start_time(NULL, p->pid, &start);
+	if (r < 0)
+		return r;
+	if (start != p->start_time)
+		return -ESRCH;
+	if (uid == p->uid)
+		return 0;
+	owner_changed(d, p, uid);
+	return 1;
 }
 
 /*
@@ -578,14 +658,19 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	uint64_t t = now_ns();
 	double dt = p->last_sample_ns ? (double)(t - p->last_sample_ns) / 1e9 : 0;
 	double per_sec = dt > 0 ? 1.0 / dt : 0;
-	/* Exits arrive from discovery (pidfd or BPF) at once, so /proc is
-	 * checked at adoption and then every few intervals (owner changes,
-	 * missed exits), not each time: two /proc files less per process. */
+	/* Exits arrive from discovery (pidfd or BPF) at once, so the start
+	 * time and the file's owner are checked at adoption and then every few
+	 * intervals (missed exits), not each time: two /proc files less per
+	 * process. */
 	unsigned flags = p->refreshes++ % ELIDED_PROC_CHECK_EVERY == 0 ? SEG_READ_CHECK_PROCESS : 0;
 	bool streamed = false;
 	struct pass ps;
 	int r;
 
+	/* The owner, though, every interval (one stat): decisions for a former
+	 * owner must not be pushed into a process that changed hands. */
+	if (check_owner(d, p, false) == -ESRCH)
+		return -ESRCH;
 	p->maps_reloaded = false;
 	/* One pass over the file into the views: at 100 processes of 1000
 	 * locks the interval is memory-bound, and a snapshot would copy it all
@@ -603,7 +688,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 		else if (r < 0 && !st.mismatch && r != -ESTALE) {
 			if (r == -ESRCH || r == -ENOENT)
 				return -ESRCH;
-			log_read_problem(p, err);
+			log_read_problem(d, p, r, err);
 			return r;
 		} else {
 			/* Locks came or went (or a new image): read it whole. */
@@ -617,7 +702,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 		if (r == -ESRCH || r == -ENOENT)
 			return -ESRCH;
 		if (r < 0) {
-			log_read_problem(p, err);
+			log_read_problem(d, p, r, err);
 			return r;
 		}
 	}
@@ -640,16 +725,16 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 			 policy_mode_to_string(effective_process_mode(p)));
 	}
 	p->created_ns = snap->header.created_ns;
-	if (snap->process_uid != (uid_t)-1)
-		p->uid = snap->process_uid;
+	if (snap->process_uid != (uid_t)-1 && snap->process_uid != p->uid)
+		owner_changed(d, p, snap->process_uid);
 	if (snap->nskipped_locks && !p->warned_skipped) {
-		log_warning("pid %d: only the first %u of its %u lock entries are followed",
-			    (int)p->pid, ELIDED_MAX_LOCKS_PER_PROCESS, snap->header.lock_high_water);
+		log_uid(&d->ratelimit, p->uid, LOG_WARNING, "pid %d: only the first %u of its %u lock entries are followed",
+			(int)p->pid, ELIDED_MAX_LOCKS_PER_PROCESS, snap->header.lock_high_water);
 		p->warned_skipped = true;
 	}
 	if (snap->nbad_locks && !p->warned_bad) {
-		log_warning("%s: %u lock entries are invalid and ignored, first %s", p->seg_name, snap->nbad_locks,
-			    snap->first_bad);
+		log_uid(&d->ratelimit, p->uid, LOG_WARNING, "%s: %u lock entries are invalid and ignored, first %s",
+			p->seg_name, snap->nbad_locks, snap->first_bad);
 		p->warned_bad = true;
 	}
 	p->elision = snap->header.elision;
@@ -684,10 +769,28 @@ static void process_free(struct tracked_process *p)
 
 /* ---- adoption and reaping -------------------------------------------- */
 
+/* The owner of a file in the runtime directory, (uid_t)-1 when unknown:
+ * whose rate limit a message about it counts against. */
+static uid_t file_owner(struct elided *d, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(d->runtime_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return (uid_t)-1;
+	return st.st_uid;
+}
+
+static void remove_file(struct elided *d, const char *name, int priority, const char *why)
+{
+	uid_t owner = file_owner(d, name);
+
+	if (unlinkat(d->runtime_dirfd, name, 0) == 0)
+		log_uid(&d->ratelimit, owner, priority, "removed %s: %s", name, why);
+}
+
 static void remove_stale(struct elided *d, const char *name)
 {
-	if (unlinkat(d->runtime_dirfd, name, 0) == 0)
-		log_info("removed %s: its process is gone", name);
+	remove_file(d, name, LOG_INFO, "its process is gone");
 }
 
 /*
@@ -702,15 +805,19 @@ static void supersede(struct elided *d, struct tracked_process *p, const char *n
 
 	if (seg_read(d->runtime_dirfd, name, SEG_READ_CHECK_PROCESS | SEG_READ_NO_LOCKS, &snap, err, sizeof(err)) < 0)
 		return;
+	/* A live process's own files: lifecycle, not news. */
 	if (snap->header.created_ns > p->created_ns) {
-		log_info("pid %d: %s replaces %s (a new image)", (int)p->pid, name, p->seg_name);
-		remove_stale(d, p->seg_name);
+		char why[128];
+
+		log_debug("pid %d: %s replaces %s (a new image)", (int)p->pid, name, p->seg_name);
+		snprintf(why, sizeof(why), "superseded by %s (a new image of pid %d)", name, (int)p->pid);
+		remove_file(d, p->seg_name, LOG_DEBUG, why);
 		snprintf(p->seg_name, sizeof(p->seg_name), "%s", name);
 		seg_map_close(p->map);
 		p->map = NULL;
 		refresh_process(d, p);
 	} else {
-		remove_stale(d, name);
+		remove_file(d, name, LOG_DEBUG, "not newer than the tracked segment of its live process (a hard link or an earlier image)");
 	}
 	seg_snapshot_free(snap);
 }
@@ -743,7 +850,7 @@ static void adopt(struct elided *d, const char *name, bool quiet)
 		return;
 	if (r < 0) {
 		if (!quiet)
-			log_warning("ignoring %s", err);
+			log_uid(&d->ratelimit, file_owner(d, name), LOG_WARNING, "ignoring %s", err);
 		return;
 	}
 	if (processes_of_uid(d, snap->process_uid) >= d->config->max_segments_per_uid) {
@@ -751,8 +858,9 @@ static void adopt(struct elided *d, const char *name, bool quiet)
 			seg_snapshot_free(snap);
 			return;
 		}
-		log_warning("ignoring %s: uid %u already has %u processes tracked (daemon.max_segments_per_uid)", name,
-			    (unsigned)snap->process_uid, d->config->max_segments_per_uid);
+		log_uid(&d->ratelimit, snap->process_uid, LOG_WARNING,
+			"ignoring %s: uid %u already has %u processes tracked (daemon.max_segments_per_uid)", name,
+			(unsigned)snap->process_uid, d->config->max_segments_per_uid);
 		seg_snapshot_free(snap);
 		return;
 	}
@@ -865,7 +973,7 @@ void elided_reap(struct elided *d, pid_t pid)
 		/* libelide removes its segment at a normal exit; a crash leaves it. */
 		remove_stale(d, p->seg_name);
 		log_info("pid %d exited", (int)pid);
-		elided_bus_emit_process_removed(d, pid);
+		elided_bus_emit_process_removed(d, p);
 		process_free(p);
 		return;
 	}
@@ -925,6 +1033,19 @@ done:
 	*ret = out;
 	*n = nout;
 	return 0;
+}
+
+/* ---- owner, on request ------------------------------------------------ */
+
+int elided_check_owner(struct elided *d, struct tracked_process *p)
+{
+	int r = check_owner(d, p, true);
+
+	/* Push the decisions without the dropped overrides now: a daemon
+	 * restarted before the next interval must not restore them. */
+	if (r > 0)
+		refresh_process(d, p);
+	return r < 0 ? r : 0;
 }
 
 /* ---- overrides ------------------------------------------------------- */

@@ -51,7 +51,31 @@ static struct {
 	enum policy_mode mode;
 	bool reload_fails;
 	int totals_error;       /* elided_read_lock_totals fails with it */
+	int check_owner;        /* elided_check_owner calls */
+	pid_t owner_pid;        /* this process's owner "now" is owner_uid... */
+	uid_t owner_uid;
+	bool owner_gone;        /* ...or it has exited */
 } calls;
+
+static struct tracked_process proc_a, proc_b;
+
+/* A fresh look at the owner: what the test says it is now. */
+int elided_check_owner(struct elided *daemon, struct tracked_process *p)
+{
+	calls.check_owner++;
+	if (p->pid != calls.owner_pid)
+		return 0;
+	if (calls.owner_gone)
+		return -ESRCH;
+	if (p->uid != calls.owner_uid) {
+		uid_t old = p->uid;
+
+		p->override = POLICY_MODE_UNSET;
+		p->uid = calls.owner_uid;
+		elided_bus_emit_owner_changed(daemon, p, old);
+	}
+	return 0;
+}
 
 struct tracked_process *elided_find_process(struct elided *d, pid_t pid)
 {
@@ -101,12 +125,25 @@ int elided_set_override(struct elided *d, struct tracked_process *p, const char 
 	return 0;
 }
 
-int elided_reset_override(struct elided *d, struct tracked_process *p, const char *lock, char *err, size_t errlen)
+int elided_reset_override(struct elided *daemon, struct tracked_process *p, const char *lock, char *err,
+			  size_t errlen)
 {
 	struct lock_view *v;
 	int r;
 
 	calls.reset++;
+	/* A hook for the unprivileged child: signals, sent from the server's
+	 * thread, about both processes, then B (the child's) becomes root's. */
+	if (lock && !strcmp(lock, "emit-signals")) {
+		uid_t old = proc_b.uid;
+
+		elided_bus_emit_process_added(daemon, &proc_a);
+		elided_bus_emit_process_removed(daemon, &proc_a);
+		elided_bus_emit_process_added(daemon, &proc_b);
+		proc_b.uid = 0;
+		elided_bus_emit_owner_changed(daemon, &proc_b, old);
+		return 0;
+	}
 	snprintf(calls.lock, sizeof(calls.lock), "%s", lock ? lock : "");
 	if (!lock) {
 		p->override = POLICY_MODE_UNSET;
@@ -172,7 +209,6 @@ int policy_mode_from_string(const char *s, enum policy_mode *ret)
 /* ---- the fake daemon ----------------------------------------------------- */
 
 static struct elided d;
-static struct tracked_process proc_a, proc_b;
 static struct lock_view locks_a[2], locks_b[1];
 static uint64_t totals_a[2][ELIDE_SEG_NSTATS], totals_b[1][ELIDE_SEG_NSTATS];
 static struct elide_config config;
@@ -817,6 +853,40 @@ START_TEST(test_overrides)
 }
 END_TEST
 
+/* Every call about a process looks at its owner afresh, before deciding. */
+START_TEST(test_fresh_owner)
+{
+	int before = calls.check_owner;
+
+	assert_call_ok("GetLocks", "u", (uint32_t)PID_A);
+	assert_call_ok("GetHistory", "u", (uint32_t)PID_A);
+	assert_call_ok("SetProcessMode", "us", (uint32_t)PID_A, "on");
+	assert_call_ok("ResetProcess", "u", (uint32_t)PID_A);
+	ck_assert_int_eq(calls.check_owner, before + 4);
+
+	/* Exited since the last interval. */
+	calls.owner_pid = PID_A;
+	calls.owner_gone = true;
+	assert_call_error(ELIDED_ERROR_NO_SUCH_PROCESS, "Process 4242 has exited", "GetLocks", "u", (uint32_t)PID_A);
+	assert_call_error(ELIDED_ERROR_NO_SUCH_PROCESS, "Process 4242 has exited", "SetProcessMode", "us",
+			  (uint32_t)PID_A, "off");
+
+	/* The cache says ours; a setuid exec made it someone else's. */
+	calls.owner_gone = false;
+	calls.owner_uid = getuid() + 7;
+	if (getuid() != 0) {
+		assert_call_error(SD_BUS_ERROR_ACCESS_DENIED, "Permission denied: process 4242 belongs to another user",
+				  "SetProcessMode", "us", (uint32_t)PID_A, "off");
+		assert_call_error(SD_BUS_ERROR_ACCESS_DENIED, NULL, "GetLocks", "u", (uint32_t)PID_A);
+	} else {
+		assert_call_ok("GetLocks", "u", (uint32_t)PID_A);
+	}
+	server_pause();
+	ck_assert_uint_eq(proc_a.uid, getuid() + 7);
+	ck_assert_int_eq(proc_a.override, POLICY_MODE_UNSET);
+}
+END_TEST
+
 START_TEST(test_reload)
 {
 	char *s = NULL;
@@ -840,58 +910,119 @@ START_TEST(test_reload)
 }
 END_TEST
 
-static int count_signal(sd_bus_message *m, void *userdata, sd_bus_error *error)
-{
-	int *seen = userdata;
-	uint32_t pid;
-	const char *exe;
+struct seen_signals {
+	int added_a, removed_a, added_b, removed_b, other;
+};
 
-	if (sd_bus_message_is_signal(m, ELIDED_BUS_INTERFACE, "ProcessAdded")) {
-		ck_assert_int_gt(sd_bus_message_read(m, "us", &pid, &exe), 0);
-		ck_assert_uint_eq(pid, PID_B);
-		ck_assert_str_eq(exe, "/opt/bad?name");
-		seen[0]++;
-	} else if (sd_bus_message_is_signal(m, ELIDED_BUS_INTERFACE, "ProcessRemoved")) {
-		ck_assert_int_gt(sd_bus_message_read(m, "u", &pid), 0);
-		ck_assert_uint_eq(pid, PID_A);
-		seen[1]++;
-	}
+static int record_signal(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	struct seen_signals *seen = userdata;
+	uint32_t pid = 0;
+	bool added = sd_bus_message_is_signal(m, ELIDED_BUS_INTERFACE, "ProcessAdded");
+
+	if (!added && !sd_bus_message_is_signal(m, ELIDED_BUS_INTERFACE, "ProcessRemoved"))
+		return 0;
+	if (sd_bus_message_read(m, "u", &pid) <= 0)
+		seen->other++;
+	else if (pid == PID_A)
+		++*(added ? &seen->added_a : &seen->removed_a);
+	else if (pid == PID_B)
+		++*(added ? &seen->added_b : &seen->removed_b);
+	else
+		seen->other++;
 	return 0;
+}
+
+/* Process bus until *done is reached or ms pass; false on timeout. */
+static bool pump(sd_bus *bus, const int *counter, int want, int ms)
+{
+	struct timespec start, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		int r = sd_bus_process(bus, NULL);
+
+		if (r < 0)
+			return false;
+		if (counter && *counter >= want)
+			return true;
+		if (r > 0)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >= ms)
+			return !counter;
+		if (sd_bus_wait(bus, 50 * 1000) < 0)
+			return false;
+	}
+}
+
+/* Emitted from the test's thread: the server's bus belongs to its thread, so it is stopped meanwhile. */
+static void emit_both(void)
+{
+	server_pause();
+	elided_bus_emit_process_added(&d, &proc_b);
+	elided_bus_emit_process_removed(&d, &proc_a);
+	ck_assert_int_ge(sd_bus_flush(d.bus), 0);
+	server_start();
 }
 
 START_TEST(test_signals)
 {
+	_cleanup_(sd_bus_flush_close_unrefp) sd_bus *other = NULL;
 	struct elided none = {};
-	int seen[2] = { 0, 0 };
-	struct timespec start, now;
+	struct seen_signals seen = {}, seen_other = {};
+	int sum;
 
-	ck_assert_int_ge(sd_bus_match_signal(client, NULL, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, NULL,
-					     count_signal, seen), 0);
+	ck_assert_int_eq(sd_bus_open_system(&other), 0);
+	ck_assert_int_ge(sd_bus_match_signal(client, NULL, NULL, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, NULL,
+					     record_signal, &seen), 0);
+	ck_assert_int_ge(sd_bus_match_signal(other, NULL, NULL, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, NULL,
+					     record_signal, &seen_other), 0);
 
-	/* The server's bus belongs to its thread: emit while it is stopped. */
-	server_pause();
-	elided_bus_emit_process_added(&d, &proc_b);
-	elided_bus_emit_process_removed(&d, PID_A);
-	ck_assert_int_ge(sd_bus_flush(d.bus), 0);
-	server_start();
+	/* Not subscribed: nothing, matches or not (signals are never broadcast). */
+	assert_call_error(ELIDED_ERROR_NOT_SUBSCRIBED, "Not subscribed", "Unsubscribe", NULL);
+	emit_both();
+	pump(client, NULL, 0, 300);
+	ck_assert_int_eq(seen.added_b + seen.removed_a + seen.other, 0);
+
+	assert_call_ok("Subscribe", NULL);
+	assert_call_ok("Subscribe", NULL); /* twice is once */
+	ck_assert_uint_eq(d.nsubscribers, 1);
+	emit_both();
+	/* Root (or the owner of both, when not root: B is uid + 1's, so only A's removal). */
+	if (getuid() == 0) {
+		ck_assert_msg(pump(client, &seen.removed_a, 1, 5000), "signals not received");
+		ck_assert_int_eq(seen.added_b, 1);
+	} else {
+		ck_assert_msg(pump(client, &seen.removed_a, 1, 5000), "ProcessRemoved not received");
+		pump(client, NULL, 0, 200);
+		ck_assert_int_eq(seen.added_b, 0);
+	}
+	ck_assert_int_eq(seen.removed_a, 1);
+	ck_assert_int_eq(seen.other, 0);
+	/* The connection that did not subscribe saw none of it. */
+	pump(other, NULL, 0, 200);
+	sum = seen_other.added_a + seen_other.removed_a + seen_other.added_b + seen_other.removed_b + seen_other.other;
+	ck_assert_int_eq(sum, 0);
+
+	/* Unsubscribed: nothing more. */
+	assert_call_ok("Unsubscribe", NULL);
+	ck_assert_uint_eq(d.nsubscribers, 0);
+	emit_both();
+	pump(client, NULL, 0, 300);
+	ck_assert_int_eq(seen.removed_a, 1);
+
+	/* A subscriber that leaves the bus is forgotten. */
+	ck_assert_int_ge(call(other, "Subscribe", NULL, NULL, NULL), 0);
+	ck_assert_uint_eq(d.nsubscribers, 1);
+	other = sd_bus_flush_close_unref(other);
+	for (int i = 0; i < 100 && d.nsubscribers; i++)
+		usleep(20 * 1000);
+	ck_assert_uint_eq(d.nsubscribers, 0);
 
 	/* No bus: a no-op. */
 	elided_bus_emit_process_added(&none, &proc_a);
-	elided_bus_emit_process_removed(&none, PID_A);
-
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	while (seen[0] < 1 || seen[1] < 1) {
-		int r = sd_bus_process(client, NULL);
-
-		ck_assert_int_ge(r, 0);
-		if (r > 0)
-			continue;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		ck_assert_msg(now.tv_sec - start.tv_sec < 5, "signals not received: %d %d", seen[0], seen[1]);
-		ck_assert_int_ge(sd_bus_wait(client, 100 * 1000), 0);
-	}
-	ck_assert_int_eq(seen[0], 1);
-	ck_assert_int_eq(seen[1], 1);
+	elided_bus_emit_process_removed(&none, &proc_a);
 }
 END_TEST
 
@@ -970,6 +1101,8 @@ START_TEST(test_busctl_introspect)
 	ck_assert_ptr_nonnull(strstr(out, "a(uusssssddddtu)"));
 	ck_assert_ptr_nonnull(strstr(out, "a(ussssttttta{st}tdddsss)"));
 	ck_assert_ptr_nonnull(strstr(out, ".ProcessAdded"));
+	ck_assert_ptr_nonnull(strstr(out, ".Subscribe"));
+	ck_assert_ptr_nonnull(strstr(out, ".Unsubscribe"));
 	ck_assert_ptr_nonnull(strstr(out, ".NProcesses"));
 	ck_assert_ptr_nonnull(strstr(out, "org.freedesktop.DBus.Properties"));
 }
@@ -988,6 +1121,35 @@ static int child_expect_error(sd_bus *bus, const char *name, const char *text, c
 			e.name ?: "-", e.message ?: "-", name);
 		return -1;
 	}
+	return 0;
+}
+
+/*
+ * Signals an unprivileged subscriber gets: about its own process only.  The
+ * hook sends Added and Removed of A (another user's), Added of B, then B
+ * changes owner to root: Removed of B.  One sender's messages arrive in
+ * order, so anything about A would have come before B's removal.
+ */
+static int child_signals(sd_bus *bus)
+{
+	_cleanup_bus_error_ sd_bus_error e = SD_BUS_ERROR_NULL;
+	struct seen_signals seen = {};
+
+	if (sd_bus_match_signal(bus, NULL, NULL, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, NULL, record_signal, &seen) < 0)
+		return 30;
+	if (call(bus, "Subscribe", &e, NULL, NULL) < 0)
+		return 31;
+	if (call(bus, "ResetLock", &e, NULL, "us", (uint32_t)PID_B, "emit-signals") < 0)
+		return 32;
+	if (!pump(bus, &seen.removed_b, 1, 5000))
+		return 33;
+	if (seen.added_a || seen.removed_a || seen.other) {
+		fprintf(stderr, "test-dbus: unprivileged subscriber saw another user's process: %d %d %d\n",
+			seen.added_a, seen.removed_a, seen.other);
+		return 34;
+	}
+	if (seen.added_b != 1 || seen.removed_b != 1)
+		return 35;
 	return 0;
 }
 
@@ -1028,7 +1190,7 @@ static int unprivileged_child(uid_t uid)
 		return 18;
 	if (child_expect_error(bus, SD_BUS_ERROR_ACCESS_DENIED, NULL, "Reload", NULL, 0, NULL))
 		return 19;
-	return 0;
+	return child_signals(bus);
 }
 
 /*
@@ -1070,7 +1232,7 @@ START_TEST(test_unprivileged_caller)
 	ck_assert_int_eq(calls.set, 1);
 	ck_assert_int_eq(proc_b.override, POLICY_MODE_OFF);
 	ck_assert_int_eq(proc_a.override, POLICY_MODE_UNSET);
-	ck_assert_int_eq(calls.reset, 0);
+	ck_assert_int_eq(calls.reset, 1); /* the signal hook */
 	ck_assert_int_eq(calls.reload, 0);
 }
 END_TEST
@@ -1242,6 +1404,7 @@ static Suite *dbus_suite(void)
 	tcase_add_test(tc, test_get_history);
 	tcase_add_test(tc, test_lock_names);
 	tcase_add_test(tc, test_overrides);
+	tcase_add_test(tc, test_fresh_owner);
 	tcase_add_test(tc, test_reload);
 	tcase_add_test(tc, test_signals);
 	tcase_add_test(tc, test_busctl_introspect);
