@@ -171,3 +171,12 @@ tests_integration_abort_regime_CFLAGS = $(INTEGRATION_CFLAGS)
 tests_integration_abort_regime_LDADD = common/libelide-tools.la -lm
 TESTS += tests/integration/test-abort-regime.sh
 EXTRA_DIST += tests/integration/test-abort-regime.sh
+
+# Issue 12: signals reach only who may see the process, an owner change
+# drops overrides, a user's flood of bad files is rate-limited.
+check_PROGRAMS += tests/integration/signal-listen
+tests_integration_signal_listen_SOURCES = tests/integration/signal-listen.c
+tests_integration_signal_listen_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS)
+tests_integration_signal_listen_LDADD = $(SYSTEMD_LIBS)
+TESTS += tests/integration/test-elided-privacy.sh
+EXTRA_DIST += tests/integration/test-elided-privacy.sh
