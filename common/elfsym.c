@@ -17,8 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#ifdef SYS_openat2
+#include <linux/openat2.h>
+#endif
 
 #include "elfsym.h"
 #include "macros.h"
@@ -31,6 +35,10 @@
 #define MAX_SHDR_BYTES (UINT64_C(64) << 20)         /* section header table */
 #define MAX_STRINGS_BYTES (UINT64_C(256) << 20)     /* all string tables kept for one file */
 #define LOOKBACK 64                                 /* symbols scanned backwards for a container */
+/* Names are compared on this many bytes at most: results keep 127 of them,
+ * and a file of long same-address names must not make the sort quadratic
+ * in name length. */
+#define NAME_CMP_MAX 128
 
 enum sym_kind { KIND_OBJECT = 0, KIND_FUNC = 1 };
 
@@ -104,12 +112,13 @@ void elfsym_share_modules(bool on)
 	shared.enabled = on;
 }
 
-static struct elfsym_module *shared_find(const char *path, dev_t dev, uint64_t inode)
+/* By identity, never by path: hard links of one file are one module. */
+static struct elfsym_module *shared_find(dev_t dev, uint64_t inode)
 {
 	for (size_t i = 0; i < shared.n; i++) {
 		struct elfsym_module *m = shared.modules[i];
 
-		if (m->dev == dev && m->inode == inode && strcmp(m->path, path) == 0)
+		if (m->dev == dev && m->inode == inode)
 			return m;
 	}
 	return NULL;
@@ -429,11 +438,11 @@ static int sym_pref_cmp(const struct sym *a, const struct sym *b, const char *st
 		return bind_rank(a->bind) - bind_rank(b->bind);
 	if ((na[0] == '_') != (nb[0] == '_'))
 		return na[0] == '_' ? 1 : -1;
-	la = strlen(na);
-	lb = strlen(nb);
+	la = strnlen(na, NAME_CMP_MAX);
+	lb = strnlen(nb, NAME_CMP_MAX);
 	if (la != lb)
 		return la < lb ? -1 : 1;
-	return strcmp(na, nb);
+	return strncmp(na, nb, NAME_CMP_MAX);
 }
 
 static int sym_sort_cmp(const void *pa, const void *pb, void *strings)
@@ -614,27 +623,48 @@ static int parse_elf(struct elfsym_module *m, int fd)
 	return parse_sections(m, fd, &eh, fsize);
 }
 
+/* O_PATH descriptor of path.  nofollow: no symbolic link anywhere in the
+ * path (openat2's RESOLVE_NO_SYMLINKS; before Linux 5.6, at least not in
+ * the last component), so a user cannot swap a link in under a mapped
+ * path to point elsewhere. */
+static int open_path(const char *path, bool nofollow)
+{
+#ifdef SYS_openat2
+	if (nofollow) {
+		struct open_how how = { .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
+					.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+		long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+
+		if (fd >= 0 || errno != ENOSYS)
+			return (int)fd;
+	}
+#endif
+	return open(path, O_PATH | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
+}
+
 /* Opens path as a regular file for reading without opening anything else
- * first: an O_PATH descriptor is checked (regular file, expected inode when
- * want_inode != 0) and only then reopened through /proc/self/fd, so a FIFO
- * or device swapped in at path is never opened for real. */
-static int open_checked(const char *path, uint64_t want_inode, int *ret_fd)
+ * first: an O_PATH descriptor is checked (regular file, expected device and
+ * inode when want_inode != 0) and only then reopened through
+ * /proc/self/fd, so a FIFO or device swapped in at path is never opened for
+ * real. */
+static int open_checked(const char *path, bool nofollow, dev_t want_dev, uint64_t want_inode, int *ret_fd)
 {
 	_cleanup_close_ int pfd = -1;
 	char fdpath[64];
 	struct stat st;
 	int fd;
 
-	pfd = open(path, O_PATH | O_CLOEXEC);
+	pfd = open_path(path, nofollow);
 	if (pfd < 0)
 		return fail(errno, "open %s: %m", path);
 	if (fstat(pfd, &st) < 0)
 		return fail(errno, "fstat %s: %m", path);
 	if (!S_ISREG(st.st_mode))
 		return fail(ENOEXEC, "%s: not a regular file", path);
-	if (want_inode != 0 && (uint64_t)st.st_ino != want_inode)
-		return fail(ESTALE, "%s: inode %" PRIu64 " is not the mapped inode %" PRIu64 " (file replaced?)",
-			    path, (uint64_t)st.st_ino, want_inode);
+	if (want_inode != 0 && ((uint64_t)st.st_ino != want_inode || st.st_dev != want_dev))
+		return fail(ESTALE, "%s: device %u:%u inode %" PRIu64 " is not the mapped %u:%u inode %" PRIu64 " (file replaced?)",
+			    path, major(st.st_dev), minor(st.st_dev), (uint64_t)st.st_ino, major(want_dev),
+			    minor(want_dev), want_inode);
 	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", pfd);
 	fd = open(fdpath, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
@@ -650,9 +680,16 @@ void elfsym_set_debug_dir(const char *dir)
 	copy_trunc(debug_dir, sizeof(debug_dir), dir && *dir ? dir : "/usr/lib/debug");
 }
 
-/* A stripped module's separate debug file, by build-id; absent is fine. */
+static int module_load_fd(struct elfsym_module *m, int fd, bool is_debug);
+
+/* A stripped module's separate debug file, by build-id; absent is fine.
+ * One level only: a debug file never has its own looked up (one that names
+ * itself would recurse), and it must have a .symtab and the same build-id,
+ * or it is not used. */
 static void load_debug_file(struct elfsym_module *m)
 {
+	_cleanup_(module_freep) struct elfsym_module *dbg = NULL;
+	_cleanup_close_ int fd = -1;
 	char path[sizeof(debug_dir) + 2 * sizeof(m->build_id) + 32];
 	char hex[2 * sizeof(m->build_id) + 1];
 	int n;
@@ -666,15 +703,22 @@ static void load_debug_file(struct elfsym_module *m)
 		return;
 	if (access(path, R_OK) < 0)
 		return;
-	if (elfsym_module_load_path(path, &m->debug) < 0)
-		m->debug = NULL;
+	dbg = module_new(path);
+	if (!dbg || open_checked(path, false, 0, 0, &fd) < 0 || module_load_fd(dbg, fd, true) < 0)
+		return;
+	if (!dbg->has_symtab || dbg->build_id_len != m->build_id_len ||
+	    memcmp(dbg->build_id, m->build_id, m->build_id_len) != 0)
+		return;
+	dbg->loaded = true;
+	m->debug = dbg;
+	dbg = NULL;
 }
 
-static int module_load_fd(struct elfsym_module *m, int fd)
+static int module_load_fd(struct elfsym_module *m, int fd, bool is_debug)
 {
 	int r = parse_elf(m, fd);
 
-	if (r == 0)
+	if (r == 0 && !is_debug)
 		load_debug_file(m);
 
 	if (r < 0) {
@@ -701,10 +745,10 @@ int elfsym_module_load_path(const char *path, struct elfsym_module **ret)
 	m = module_new(path);
 	if (!m)
 		return -ENOMEM;
-	r = open_checked(path, 0, &fd);
+	r = open_checked(path, false, 0, 0, &fd);
 	if (r < 0)
 		return r;
-	r = module_load_fd(m, fd);
+	r = module_load_fd(m, fd, false);
 	if (r < 0)
 		return r;
 	m->loaded = true;
@@ -782,11 +826,15 @@ static int lookup_syms(const struct elfsym_module *m, uint64_t vaddr, bool want_
 static int lookup_syms_in(const struct elfsym_module *m, uint64_t vaddr, bool want_object,
 			  struct elfsym_result *res)
 {
-	const struct sym *syms = want_object ? m->syms : m->syms + m->n_objs;
 	size_t n = want_object ? m->n_objs : m->n_funcs;
+	const struct sym *syms;
 	size_t lo = 0, hi = n, found = SIZE_MAX;
 	const struct sym *s;
 
+	/* No symbols: m->syms is NULL, and NULL + 0 is undefined. */
+	if (n == 0)
+		return fail(ENOENT, "%s: no %s symbols", m->base, want_object ? "data" : "code");
+	syms = want_object ? m->syms : m->syms + m->n_objs;
 	/* lo = first symbol with value > vaddr. */
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -887,17 +935,17 @@ static int maps_get_module(struct elfsym_maps *maps, const char *path, bool dele
 {
 	struct elfsym_module *m;
 
-	/* Mappings of one file are usually adjacent: try the last one first. */
-	if (maps->n_modules > 0) {
-		m = maps->modules[maps->n_modules - 1];
-		if (m->dev == dev && m->inode == inode && strcmp(m->path, path) == 0) {
-			*ret = maps->n_modules - 1;
-			return 0;
-		}
-	}
-	for (size_t i = 0; i < maps->n_modules; i++) {
+	/* Mappings of one file are usually adjacent: try the last one first.
+	 * A file on disk is one module whatever path (hard link) maps it; a
+	 * deleted file or one without an inode number goes by path too. */
+	for (size_t k = 0; k <= maps->n_modules; k++) {
+		size_t i = k == 0 ? maps->n_modules - 1 : k - 1;
+
+		if (maps->n_modules == 0)
+			break;
 		m = maps->modules[i];
-		if (m->dev == dev && m->inode == inode && strcmp(m->path, path) == 0) {
+		if (m->dev == dev && m->inode == inode &&
+		    ((inode && !deleted && !m->deleted) || strcmp(m->path, path) == 0)) {
 			*ret = i;
 			return 0;
 		}
@@ -914,7 +962,7 @@ static int maps_get_module(struct elfsym_maps *maps, const char *path, bool dele
 	}
 	/* A file on disk that another process maps too: parsed once.  (A
 	 * deleted file has no identity worth sharing.) */
-	m = shared.enabled && !deleted && inode ? shared_find(path, dev, inode) : NULL;
+	m = shared.enabled && !deleted && inode ? shared_find(dev, inode) : NULL;
 	if (m) {
 		m->shared_refs++;
 		maps->modules[maps->n_modules] = m;
@@ -1039,10 +1087,11 @@ static int module_open(const struct elfsym_maps *maps, const struct mapping *mp,
 		else
 			snprintf(mf, sizeof(mf), "/proc/self/map_files/%" PRIx64 "-%" PRIx64,
 				 mp->start, mp->end);
-		if (open_checked(mf, 0, ret_fd) == 0)
+		/* map_files entries are magic links: followed on purpose. */
+		if (open_checked(mf, false, 0, 0, ret_fd) == 0)
 			return 0;
 	}
-	return open_checked(m->path, m->inode, ret_fd);
+	return open_checked(m->path, true, m->dev, m->inode, ret_fd);
 }
 
 /* mp: a file-backed mapping of m in maps (a shared module may have been
@@ -1057,7 +1106,7 @@ static int module_ensure_loaded(const struct elfsym_maps *maps, const struct map
 		m->error = 0;
 		r = module_open(maps, mp, m, &fd);
 		if (r >= 0)
-			r = module_load_fd(m, fd);
+			r = module_load_fd(m, fd, false);
 		if (r < 0) {
 			if (r == -ENOMEM)
 				m->loaded = false; /* transient: try again next time */
@@ -1088,6 +1137,35 @@ static const struct mapping *maps_find(const struct elfsym_maps *maps, uint64_t 
 			return mp;
 	}
 	return NULL;
+}
+
+int elfsym_maps_locate(const struct elfsym_maps *maps, uint64_t addr, struct elfsym_location *loc)
+{
+	const struct mapping *mp;
+	const struct elfsym_module *m;
+
+	if (!maps || !loc)
+		return -EINVAL;
+	memset(loc, 0, sizeof(*loc));
+	mp = maps_find(maps, addr);
+	if (!mp)
+		return -ENOENT;
+	m = maps->modules[mp->module];
+	loc->dev = m->dev;
+	loc->inode = m->inode;
+	loc->deleted = m->deleted;
+	loc->file_offset = addr - mp->start + mp->offset;
+	copy_trunc(loc->module, sizeof(loc->module), m->base);
+	return 0;
+}
+
+size_t elfsym_maps_parsed_count(const struct elfsym_maps *maps)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; maps && i < maps->n_modules; i++)
+		n += maps->modules[i]->loaded;
+	return n;
 }
 
 int elfsym_resolve(struct elfsym_maps *maps, uint64_t addr, bool want_object,

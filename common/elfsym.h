@@ -18,6 +18,8 @@
  *   -EBADMSG  malformed ELF (elfsym_last_error() says what is wrong)
  *   -EFBIG    a table is over the size caps (64 MiB per table)
  *   -ESTALE   the file at the mapped path is no longer the mapped one
+ *             (device and inode are compared; the path is opened without
+ *             following symbolic links)
  * elfsym_last_error() returns a one-line reason for the calling thread's
  * last failure (thread-local; "" when none has been recorded).
  *
@@ -58,6 +60,24 @@ struct elfsym_result {
 int elfsym_maps_load(struct elfsym_maps **ret, pid_t pid);
 void elfsym_maps_free(struct elfsym_maps *maps);
 size_t elfsym_maps_count(const struct elfsym_maps *maps);
+
+/* Where an address lies, from /proc/PID/maps alone (no file is opened):
+ * the mapped file's identity as the kernel reports it and the offset in
+ * it.  elided keys its cache of names on this without touching the file. */
+struct elfsym_location {
+	uint64_t dev;         /* st_dev encoding (makedev) */
+	uint64_t inode;       /* 0 for a file without one */
+	uint64_t file_offset;
+	bool deleted;
+	char module[64];      /* basename of the mapped path (truncated) */
+};
+
+/* 0, or -ENOENT when addr is in no file-backed mapping. */
+int elfsym_maps_locate(const struct elfsym_maps *maps, uint64_t addr, struct elfsym_location *loc);
+
+/* Modules of maps whose file was opened and parsed so far (hard links of
+ * one file count once). */
+size_t elfsym_maps_parsed_count(const struct elfsym_maps *maps);
 
 /*
  * Names addr.  want_object: look only at STT_OBJECT/STT_COMMON symbols whose
@@ -103,7 +123,8 @@ const char *elfsym_last_error(void);
 
 /*
  * Share parsed modules between maps objects: a file that many processes
- * map (libc, a common executable), identified by path, device and inode,
+ * map (libc, a common executable), identified by device and inode (never
+ * by path: hard links are one file),
  * is parsed once and freed with the last maps object using it.  For
  * single-threaded callers that hold many maps at once (elided); off by
  * default.  Not thread-safe: the shared table is process-wide.

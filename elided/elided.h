@@ -20,6 +20,7 @@
 struct discovery;
 struct elfsym_maps;
 struct bus_subscriber;
+struct symbolizer;
 
 #define ELIDED_HISTORY 60        /* intervals of per-process history kept */
 /* Lock entries followed per process: caps what one process costs the daemon. */
@@ -83,6 +84,7 @@ enum lock_rate {
  */
 struct lock_view {
 	uint64_t addr;
+	uint64_t callsite;           /* for naming it once its symbols are known */
 	uint64_t last[LOCK_NRATES];  /* the counters at the last interval */
 	float rates[LOCK_NRATES];    /* per second over the last interval */
 	uint32_t index;              /* entry index in the segment */
@@ -97,6 +99,7 @@ struct lock_view {
 	bool daemon_off;             /* the daemon's long-window adaptation turned it off */
 	bool named;                  /* name set through elide.h: no need to look again */
 	bool rule_stale;             /* rule_mode needs computing (new lock, new name) */
+	bool sym_pending;            /* symbol names not looked up yet (symbolizer.c) */
 };
 
 /* A lock's cumulative counters, read from its segment on request. */
@@ -139,6 +142,7 @@ struct tracked_process {
 	char last_error[SEG_ERR_MAX]; /* last read/write problem, "" when fine */
 	struct elfsym_maps *maps;    /* for naming locks; reloaded when names fail */
 	bool maps_reloaded;          /* already reloaded during this refresh */
+	bool sym_pending;            /* some lock waits for its symbol names */
 	uint64_t refreshes;          /* reads of its segment so far */
 	bool warned_skipped, warned_bad; /* logged once per process */
 	struct tracked_process *next;
@@ -165,6 +169,7 @@ struct elided {
 	struct bus_subscriber *subscribers; /* dbus.c: who gets our signals */
 	size_t nsubscribers;
 	struct log_ratelimit ratelimit; /* per uid, for what users can trigger */
+	struct symbolizer *symbolizer; /* symbolizer.c: names from ELF files, off the loop */
 };
 
 /* process.c */
@@ -177,6 +182,14 @@ void elided_reap(struct elided *d, pid_t pid);
 void elided_refresh_all(struct elided *d);
 void elided_redecide_all(struct elided *d);
 void elided_free_processes(struct elided *d);
+/* symbolizer.c: lock names from the ELF files a process maps, parsed by
+ * a child running as the process's user, never by the daemon. */
+int elided_symbolizer_new(struct elided *d);
+void elided_symbolizer_free(struct elided *d);
+/* Names p's pending locks from the cache; asks a child for the rest when
+ * the user's budget allows. */
+void elided_symbolize(struct elided *d, struct tracked_process *p);
+size_t elided_symbolizer_cached_bytes(struct elided *d, uid_t uid);
 /* main.c */
 void elided_reschedule(struct elided *d);
 

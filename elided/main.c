@@ -305,7 +305,11 @@ int main(int argc, char **argv)
 	 * instead of an mmap/munmap pair (and fresh page faults) each time. */
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 64 << 20);
-	/* Most tracked processes map the same libc: parse its symbols once. */
+	/* Symbolizer children are reaped through pidfds (symbolizer.c). */
+	signal(SIGCHLD, SIG_DFL);
+	/* One module object per mapped file (device, inode) for all processes:
+	 * the daemon never parses it, but a symbolizer child that names locks
+	 * of several processes then parses it once. */
 	elfsym_share_modules(true);
 
 	d->config_path = strdup(config);
@@ -359,6 +363,8 @@ int main(int argc, char **argv)
 		sd_event_source_set_enabled(interval_source, SD_EVENT_ON);
 	}
 
+	if (elided_symbolizer_new(d) < 0)
+		return log_oom(), EXIT_FAILURE;
 	if (use_bus) {
 		r = elided_bus_setup(d);
 		if (r < 0)
@@ -376,6 +382,7 @@ int main(int argc, char **argv)
 	discovery_free(d->discovery);
 	elided_bus_free(d);
 	elided_free_processes(d);
+	elided_symbolizer_free(d);
 	config_free(d->config);
 	sd_event_source_unref(interval_source);
 	sd_event_unref(d->event);

@@ -111,14 +111,12 @@ static enum policy_mode effective_process_mode(const struct tracked_process *p)
 
 /* ---- naming locks ------------------------------------------------------ */
 
-/* The names of a new lock, from its entry and the process's symbols.
- * NULL when out of memory. */
-static struct lock_names *name_lock(struct tracked_process *p, const struct elide_seg_lock *e)
+/* The names of a new lock as far as its entry tells: the symbols of the
+ * files it lies in come later, from the symbolizer (symbolizer.c), which
+ * never runs on this loop.  NULL when out of memory. */
+static struct lock_names *name_lock(const struct elide_seg_lock *e)
 {
-	char name[ELIDED_LOCK_NAME_MAX], function[ELIDED_LOCK_NAME_MAX] = "";
-	char callsite[ELIDED_CALLSITE_TEXT_MAX];
-	struct elfsym_result res;
-	bool retried = false;
+	char name[ELIDED_LOCK_NAME_MAX], callsite[ELIDED_CALLSITE_TEXT_MAX];
 
 	if (e->kind == ELIDE_SEG_KIND_OVERFLOW)
 		return lock_names_new("(overflow)", "", "");
@@ -127,24 +125,7 @@ static struct lock_names *name_lock(struct tracked_process *p, const struct elid
 		snprintf(name, sizeof(name), "%s", e->name);
 	else
 		snprintf(name, sizeof(name), "0x%" PRIx64, e->addr);
-again:
-	if (!p->maps && elfsym_maps_load(&p->maps, p->pid) < 0)
-		return lock_names_new(name, function, callsite);
-	if (!e->name[0] && elfsym_resolve(p->maps, e->addr, true, &res) == 0 && res.name[0])
-		elfsym_format_symbol(&res, name, sizeof(name));
-	if (elfsym_resolve(p->maps, e->callsite, false, &res) == 0 && res.name[0]) {
-		snprintf(function, sizeof(function), "%s", res.name);
-		elfsym_format(&res, e->callsite, callsite, sizeof(callsite));
-	} else if (!retried && !p->maps_reloaded) {
-		/* A library loaded since we read the maps: read them again, once
-		 * per refresh (not once per lock). */
-		retried = true;
-		p->maps_reloaded = true;
-		elfsym_maps_free(p->maps);
-		p->maps = NULL;
-		goto again;
-	}
-	return lock_names_new(name, function, callsite);
+	return lock_names_new(name, "", callsite);
 }
 
 /* ---- reading one process ----------------------------------------------- */
@@ -268,13 +249,19 @@ static int merge_locks(struct tracked_process *p, const struct seg_snapshot *sna
 			*v = *old;
 			old->nm = NULL; /* moved to the new view */
 		} else {
-			v->nm = name_lock(p, e);
+			v->nm = name_lock(e);
 			if (!v->nm) {
 				free_views(views, i);
 				return -ENOMEM;
 			}
 			v->index = snap->locks[i].index;
 			v->addr = e->addr;
+			v->callsite = e->callsite;
+			v->named = e->name[0] != '\0';
+			if (e->kind != ELIDE_SEG_KIND_OVERFLOW) {
+				v->sym_pending = true;
+				p->sym_pending = true;
+			}
 			v->kind = (uint8_t)e->kind;
 			v->rule_stale = true;
 		}
@@ -754,6 +741,9 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 		pass_end(&ps, t, dt > 0);
 	}
 	seg_snapshot_free(snap);
+	/* New locks: names from the cache now, the rest when a child answers. */
+	if (r == 0 && p->sym_pending)
+		elided_symbolize(d, p);
 	return r;
 }
 

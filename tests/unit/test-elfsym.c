@@ -722,6 +722,127 @@ START_TEST(test_debug_file_by_build_id)
 }
 END_TEST
 
+/* Issue 12: a debug file found by build-id that is the stripped file itself
+ * (it names itself) must neither recurse nor be used (it has no .symtab). */
+START_TEST(test_debug_file_self_reference)
+{
+	struct elfsym_maps *maps = load_maps(0);
+	struct elfsym_module *m = NULL;
+	struct elfsym_result res, mres;
+	char cmd[4 * PATH_MAX + 64], stripped[PATH_MAX + 16], id[256] = "";
+	FILE *p;
+
+	if (system("command -v objcopy >/dev/null && command -v readelf >/dev/null") != 0) {
+		printf("note: objcopy/readelf missing: self-referencing debug file not tested\n");
+		elfsym_maps_free(maps);
+		return;
+	}
+	ck_assert_int_eq(elfsym_resolve(maps, (uintptr_t)&cache_lock, true, &res), 0);
+	snprintf(stripped, sizeof(stripped), "%s/stripped", tmpdir);
+	snprintf(cmd, sizeof(cmd), "objcopy --strip-all /proc/%d/exe '%s'", (int)getpid(), stripped);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "readelf -n '%s' | sed -n 's/.*Build ID: *//p'", stripped);
+	p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	if (!fgets(id, sizeof(id), p))
+		id[0] = '\0';
+	pclose(p);
+	id[strcspn(id, "\n")] = '\0';
+	if (strlen(id) < 4) {
+		printf("note: the test binary has no build-id: not tested\n");
+		elfsym_maps_free(maps);
+		return;
+	}
+	/* The debug file is a hard link of the stripped file: same build-id,
+	 * no .symtab, and it would look itself up again. */
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s/.build-id/%.2s' && ln '%s' '%s/.build-id/%.2s/%s.debug'", tmpdir, id,
+		 stripped, tmpdir, id, id + 2);
+	ck_assert_int_eq(system(cmd), 0);
+	elfsym_set_debug_dir(tmpdir);
+	ck_assert_msg(elfsym_module_load_path(stripped, &m) == 0, "%s", elfsym_last_error());
+	ck_assert_int_eq(elfsym_module_lookup(m, res.vaddr, true, &mres), -ENOENT);
+	elfsym_module_free(m);
+	elfsym_set_debug_dir(NULL);
+	elfsym_maps_free(maps);
+}
+END_TEST
+
+static void *map_file(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	void *p;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	close(fd);
+	*len = (size_t)st.st_size;
+	return p;
+}
+
+/* Hard links of one file are one module (parsed once), whatever the path. */
+START_TEST(test_hard_links_one_module)
+{
+	char a[PATH_MAX + 8], b[PATH_MAX + 8], cmd[3 * PATH_MAX + 64];
+	struct elfsym_maps *maps;
+	struct elfsym_result res;
+	size_t la, lb;
+	uint8_t *pa, *pb;
+
+	snprintf(a, sizeof(a), "%s/a", tmpdir);
+	snprintf(b, sizeof(b), "%s/b", tmpdir);
+	snprintf(cmd, sizeof(cmd), "cp /proc/%d/exe '%s' && ln '%s' '%s'", (int)getpid(), a, a, b);
+	ck_assert_int_eq(system(cmd), 0);
+	pa = map_file(a, &la);
+	pb = map_file(b, &lb);
+	maps = load_maps(0);
+	(void)elfsym_resolve(maps, (uintptr_t)(pa + 64), false, &res);
+	(void)elfsym_resolve(maps, (uintptr_t)(pb + 64), false, &res);
+	ck_assert_uint_eq(elfsym_maps_parsed_count(maps), 1);
+	elfsym_maps_free(maps);
+	munmap(pa, la);
+	munmap(pb, lb);
+}
+END_TEST
+
+/* The path of a mapping is opened without following symbolic links: a
+ * link swapped in under it fails, even one to the very same file. */
+START_TEST(test_path_symlink_not_followed)
+{
+	char a[PATH_MAX + 16], real[PATH_MAX + 32], cmd[5 * PATH_MAX + 64];
+	struct elfsym_maps *maps;
+	struct elfsym_location loc;
+	struct elfsym_result res;
+	struct stat st;
+	size_t len;
+	uint8_t *p;
+	int r;
+
+	snprintf(a, sizeof(a), "%s/mapped", tmpdir);
+	snprintf(real, sizeof(real), "%s/mapped.real", tmpdir);
+	snprintf(cmd, sizeof(cmd), "cp /proc/%d/exe '%s'", (int)getpid(), a);
+	ck_assert_int_eq(system(cmd), 0);
+	p = map_file(a, &len);
+	maps = load_maps(0);
+	ck_assert_int_eq(elfsym_maps_locate(maps, (uintptr_t)(p + 64), &loc), 0);
+	ck_assert_int_eq(stat(a, &st), 0);
+	ck_assert_uint_eq(loc.inode, st.st_ino);
+	ck_assert_uint_eq(loc.dev, st.st_dev);
+	ck_assert_uint_eq(loc.file_offset, 64);
+	ck_assert_str_eq(loc.module, "mapped");
+	/* After maps was read, the path becomes a link to the very file. */
+	ck_assert_int_eq(rename(a, real), 0);
+	ck_assert_int_eq(symlink(real, a), 0);
+	r = elfsym_resolve(maps, (uintptr_t)(p + 64), false, &res);
+	/* ELOOP, or the link itself (O_PATH|O_NOFOLLOW), which is no regular file. */
+	ck_assert_msg(r == -ELOOP || r == -ENOEXEC, "resolved through a symlink: %d %s", r, elfsym_last_error());
+	elfsym_maps_free(maps);
+	munmap(p, len);
+}
+END_TEST
+
 static Suite *elfsym_suite(void)
 {
 	Suite *s = suite_create("elfsym");
@@ -746,6 +867,9 @@ static Suite *elfsym_suite(void)
 	tcase_add_test(th, test_fuzz_headers);
 	tcase_add_test(th, test_not_regular);
 	tcase_add_test(th, test_debug_file_by_build_id);
+	tcase_add_test(th, test_debug_file_self_reference);
+	tcase_add_test(th, test_hard_links_one_module);
+	tcase_add_test(th, test_path_symlink_not_followed);
 	tcase_set_timeout(th, 60);
 	suite_add_tcase(s, th);
 	return s;
