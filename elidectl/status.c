@@ -5,6 +5,7 @@
  * the segments and this machine's CPU say, and exit status 5.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,10 @@ struct daemon_status {
 	double interval;
 	uint32_t processes, eliding;
 	double commits_per_sec, aborts_per_sec, cycles_lost_per_sec;
+	/* Segments elided does not track; have_unseen false with an older elided. */
+	bool have_unseen;
+	uint32_t refused, over_cap, uids_at_cap;
+	uint64_t refused_total, over_cap_total;
 };
 
 static void daemon_status_free(struct daemon_status *d)
@@ -43,6 +48,22 @@ static void daemon_status_free(struct daemon_status *d)
 static int get_string(sd_bus *bus, const char *name, char **ret, sd_bus_error *e)
 {
 	return sd_bus_get_property_string(bus, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, name, e, ret);
+}
+
+static int get_trivial(sd_bus *bus, const char *name, char type, void *ret)
+{
+	return sd_bus_get_property_trivial(bus, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, name, NULL,
+					   type, ret);
+}
+
+/* An elided from before these properties: the line is left out. */
+static void read_unseen(sd_bus *bus, struct daemon_status *d)
+{
+	d->have_unseen = get_trivial(bus, "SegmentsRefused", 'u', &d->refused) >= 0 &&
+			 get_trivial(bus, "SegmentsOverCap", 'u', &d->over_cap) >= 0 &&
+			 get_trivial(bus, "UidsAtCap", 'u', &d->uids_at_cap) >= 0 &&
+			 get_trivial(bus, "SegmentsRefusedTotal", 't', &d->refused_total) >= 0 &&
+			 get_trivial(bus, "SegmentsOverCapTotal", 't', &d->over_cap_total) >= 0;
 }
 
 static int read_daemon(sd_bus *bus, struct daemon_status *d, sd_bus_error *e)
@@ -78,7 +99,10 @@ static int read_daemon(sd_bus *bus, struct daemon_status *d, sd_bus_error *e)
 	if (r < 0)
 		return r;
 	d->summary = strdup(summary);
-	return d->summary ? 0 : -ENOMEM;
+	if (!d->summary)
+		return -ENOMEM;
+	read_unseen(bus, d);
+	return 0;
 }
 
 static void line(const char *key, const char *value)
@@ -150,6 +174,21 @@ static void status_json(const struct daemon_status *d, bool daemon, const struct
 		json_double(&j, d->aborts_per_sec);
 		json_key(&j, "cycles_lost_per_sec");
 		json_double(&j, d->cycles_lost_per_sec);
+		if (d->have_unseen) {
+			json_key(&j, "unseen");
+			json_begin_object(&j);
+			json_key(&j, "segments_refused");
+			json_uint(&j, d->refused);
+			json_key(&j, "segments_over_cap");
+			json_uint(&j, d->over_cap);
+			json_key(&j, "uids_at_cap");
+			json_uint(&j, d->uids_at_cap);
+			json_key(&j, "segments_refused_total");
+			json_uint(&j, d->refused_total);
+			json_key(&j, "segments_over_cap_total");
+			json_uint(&j, d->over_cap_total);
+			json_end_object(&j);
+		}
 	}
 	json_end_object(&j);
 	json_finish(&j);
@@ -231,6 +270,19 @@ int verb_status(struct source *s, const struct ctl_options *o, int argc, char **
 		snprintf(buf, sizeof(buf), "%.1f commits/s, %.1f aborts/s, %.0f cycles lost/s (last interval)",
 			 d.commits_per_sec, d.aborts_per_sec, d.cycles_lost_per_sec);
 		line("Totals", buf);
+		if (d.have_unseen) {
+			/* What elided cannot see belongs next to what it sees. */
+			if (d.refused || d.over_cap || d.refused_total || d.over_cap_total)
+				snprintf(buf, sizeof(buf),
+					 "%u segments refused (invalid), %u over the per-uid cap (%u uid%s at "
+					 "daemon.max_segments_per_uid); since start %" PRIu64 " refused, %" PRIu64
+					 " over the cap",
+					 d.refused, d.over_cap, d.uids_at_cap, d.uids_at_cap == 1 ? "" : "s",
+					 d.refused_total, d.over_cap_total);
+			else
+				snprintf(buf, sizeof(buf), "none (every segment in the runtime directory is tracked)");
+			line("Not tracked", buf);
+		}
 	} else {
 		line("elided", "not running: reading segments directly (read-only)");
 		snprintf(buf, sizeof(buf), "%s: %s", hw.rtm_usable ? "RTM usable" : "RTM not usable", hw.reason);

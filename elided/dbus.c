@@ -17,6 +17,13 @@
  *   RtmReason         s   why (not)
  *   Interval          d   seconds between aggregations
  *   NProcesses        u   libelide processes tracked
+ *   What elided cannot see: segments in the runtime directory it does not
+ *   track, as of its last look (every 5 intervals), and since it started:
+ *   SegmentsRefused       u   invalid (garbage, not a regular file, ...)
+ *   SegmentsOverCap       u   refused by daemon.max_segments_per_uid
+ *   UidsAtCap             u   uids with that many processes tracked
+ *   SegmentsRefusedTotal  t   files refused since start
+ *   SegmentsOverCapTotal  t   files refused by the cap since start
  *
  * Methods.  "mode" is "adaptive", "on" or "off"; "state" of a process is
  * "on", or "off: <reason>"; rates are per second over the last interval,
@@ -398,6 +405,22 @@ static int property_get_interval(sd_bus *bus, const char *path, const char *inte
 	struct elided *d = userdata;
 
 	return sd_bus_message_append(reply, "d", d->config ? d->config->interval : 0.0);
+}
+
+static int property_get_unseen(sd_bus *bus, const char *path, const char *interface, const char *property,
+			       sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+	struct elided *d = userdata;
+
+	if (strcmp(property, "SegmentsRefused") == 0)
+		return sd_bus_message_append(reply, "u", (uint32_t)d->unseen.refused);
+	if (strcmp(property, "SegmentsOverCap") == 0)
+		return sd_bus_message_append(reply, "u", (uint32_t)d->unseen.over_cap);
+	if (strcmp(property, "UidsAtCap") == 0)
+		return sd_bus_message_append(reply, "u", (uint32_t)d->unseen.uids_at_cap);
+	if (strcmp(property, "SegmentsRefusedTotal") == 0)
+		return sd_bus_message_append(reply, "t", d->unseen.refused_total);
+	return sd_bus_message_append(reply, "t", d->unseen.over_cap_total);
 }
 
 static int property_get_nprocesses(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -899,6 +922,11 @@ static const sd_bus_vtable manager_vtable[] = {
 	SD_BUS_PROPERTY("RtmReason", "s", property_get_rtm_reason, 0, SD_BUS_VTABLE_PROPERTY_CONST),
 	SD_BUS_PROPERTY("Interval", "d", property_get_interval, 0, 0),
 	SD_BUS_PROPERTY("NProcesses", "u", property_get_nprocesses, 0, 0),
+	SD_BUS_PROPERTY("SegmentsRefused", "u", property_get_unseen, 0, 0),
+	SD_BUS_PROPERTY("SegmentsOverCap", "u", property_get_unseen, 0, 0),
+	SD_BUS_PROPERTY("UidsAtCap", "u", property_get_unseen, 0, 0),
+	SD_BUS_PROPERTY("SegmentsRefusedTotal", "t", property_get_unseen, 0, 0),
+	SD_BUS_PROPERTY("SegmentsOverCapTotal", "t", property_get_unseen, 0, 0),
 
 	SD_BUS_METHOD_WITH_NAMES("GetStatus",
 				 NULL, "",

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -36,6 +37,7 @@
 struct pid_watch {
 	struct discovery *d;
 	pid_t pid;
+	uint64_t start_time; /* 0: not known */
 	sd_event_source *source; /* owns the pidfd */
 };
 
@@ -64,6 +66,7 @@ struct discovery {
 
 	enum discovery_method method;
 	char description[512];
+	uint64_t ns_per_tick; /* BPF start times (ns) to /proc's clock ticks */
 
 #ifdef HAVE_BPF
 	struct procwatch_bpf *skel;
@@ -317,9 +320,10 @@ static int on_inotify(sd_event_source *s, int fd, uint32_t revents, void *userda
 	}
 
 	if (d->dir_gone) {
-		/* The watch is gone with the directory: nothing will come. */
-		log_warning("discovery: runtime directory %s was removed or unmounted; no more segment events",
-			    d->runtime_dir);
+		/* The watch is gone with the directory: nothing will come.  The
+		 * owner's check of the path (discovery_dir_replaced) warns. */
+		log_debug("discovery: runtime directory %s was removed or unmounted; no more segment events",
+			  d->runtime_dir);
 		while (d->known.n > 0) {
 			_cleanup_free_ char *name = strdup(d->known.names[d->known.n - 1]);
 
@@ -394,19 +398,22 @@ static int on_pidfd(sd_event_source *s, int fd, uint32_t revents, void *userdata
 	struct pid_watch *w = userdata;
 	struct discovery *d = w->d;
 	pid_t pid = w->pid;
+	uint64_t start = w->start_time;
 	size_t i;
 
-	/* Forget the watch first: the callback may watch the pid again. */
+	/* Readable = dead, zombie or reaped: no need to ask /proc, whose stat
+	 * of a zombie looks like that of a live process. */
 	if (find_watch(d, pid, &i) == w)
-		remove_watch(d, i);
+		remove_watch(d, i); /* first: the callback may watch the pid again */
 	if (d->ops->process_exit)
-		d->ops->process_exit(d->userdata, pid);
+		d->ops->process_exit(d->userdata, pid, start);
 	return 0;
 }
 
-int discovery_watch_pid(struct discovery *d, pid_t pid)
+int discovery_watch_pid(struct discovery *d, pid_t pid, uint64_t start_time)
 {
 	struct pid_watch *w;
+	uint64_t now_start;
 	int fd, r;
 
 	if (!d || pid <= 0)
@@ -422,6 +429,17 @@ int discovery_watch_pid(struct discovery *d, pid_t pid)
 	fd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (fd < 0)
 		return -errno; /* ESRCH: already reaped */
+	/* The pidfd pins whoever has the pid now; a start time read after it
+	 * tells whether that is the process meant (a zombie still has it). */
+	if (start_time) {
+		r = seg_proc_start_time(NULL, pid, &now_start);
+		if (r == 0 && now_start != start_time)
+			r = -ESRCH;
+		if (r < 0) {
+			close(fd);
+			return r;
+		}
+	}
 	w = calloc(1, sizeof(*w));
 	if (!w) {
 		close(fd);
@@ -429,6 +447,7 @@ int discovery_watch_pid(struct discovery *d, pid_t pid)
 	}
 	w->d = d;
 	w->pid = pid;
+	w->start_time = start_time;
 	r = sd_event_add_io(d->event, &w->source, fd, EPOLLIN, on_pidfd, w);
 	if (r < 0) {
 		close(fd);
@@ -499,8 +518,10 @@ static int on_ring_event(void *ctx, void *data, size_t size)
 		d->ops->process_exec(d->userdata, (pid_t)e->pid, comm);
 		break;
 	case PROCWATCH_EXIT:
+		/* The kernel's word for which process died: trusted as is. */
 		if (d->ops->process_exit)
-			d->ops->process_exit(d->userdata, (pid_t)e->pid);
+			d->ops->process_exit(d->userdata, (pid_t)e->pid,
+					     d->ns_per_tick ? e->start_boottime / d->ns_per_tick : 0);
 		break;
 	}
 	return 0;
@@ -613,6 +634,12 @@ int discovery_new(sd_event *event, const char *runtime_dir, bool allow_bpf, cons
 	d->userdata = userdata;
 	d->dir_fd = -1;
 	d->method = DISCOVERY_FALLBACK;
+	/* /proc/PID/stat shows start times as nsec_to_clock_t() of these. */
+	{
+		long hz = sysconf(_SC_CLK_TCK);
+
+		d->ns_per_tick = hz > 0 && 1000000000 % hz == 0 ? (uint64_t)(1000000000 / hz) : 0;
+	}
 	d->runtime_dir = strdup(runtime_dir);
 	if (!d->runtime_dir) {
 		r = -ENOMEM;
@@ -646,16 +673,60 @@ int discovery_new(sd_event *event, const char *runtime_dir, bool allow_bpf, cons
 	r = setup_inotify(d);
 	if (r < 0)
 		goto fail;
-	r = rescan(d);
-	if (r < 0)
-		goto fail;
-
+	/* Callbacks of the scan watch pids through the object: publish it. */
 	*ret = d;
+	r = rescan(d);
+	if (r < 0) {
+		*ret = NULL;
+		goto fail;
+	}
 	return 0;
 
 fail:
 	discovery_free(d);
 	return r;
+}
+
+int discovery_dir_replaced(const struct discovery *d)
+{
+	struct stat held, now;
+
+	if (fstat(d->dir_fd, &held) < 0)
+		return -errno;
+	if (stat(d->runtime_dir, &now) < 0)
+		return 1;
+	return !S_ISDIR(now.st_mode) || now.st_dev != held.st_dev || now.st_ino != held.st_ino;
+}
+
+int discovery_reopen(struct discovery *d)
+{
+	sd_event_source *old_source = d->inotify_source;
+	int old_fd = d->dir_fd, fd, r;
+
+	fd = open(d->runtime_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	d->dir_fd = fd;
+	d->inotify_source = NULL;
+	r = setup_inotify(d);
+	if (r < 0) {
+		close(fd);
+		d->dir_fd = old_fd;
+		d->inotify_source = old_source;
+		return r;
+	}
+	sd_event_source_disable_unref(old_source);
+	if (old_fd >= 0)
+		close(old_fd);
+	d->dir_gone = false;
+	/* Their processes were dropped with the old directory. */
+	name_set_clear(&d->known);
+	return rescan(d);
+}
+
+int discovery_dir_fd(const struct discovery *d)
+{
+	return d->dir_fd;
 }
 
 void discovery_free(struct discovery *d)

@@ -11,7 +11,13 @@
  *     buffer (needs CAP_BPF/CAP_PERFMON or root, and a kernel with BTF), or,
  *     where BPF is unavailable, refused or compiled out (--disable-bpf),
  *     a pidfd per adopted process that becomes readable when it exits.
- * Either way dead processes are reported at once.
+ * Either way dead processes are reported at once, and exactly: a process
+ * is dead when its pidfd is readable or its exit event arrives, reaped or
+ * not (a zombie's /proc/PID/stat still shows its start time).
+ *
+ * The runtime directory is held open: removing it sends no inotify event
+ * while we hold it, so the owner compares the path with the directory it
+ * holds (discovery_dir_replaced) and calls discovery_reopen.
  *
  * Segment names: every directory entry whose name seg_parse_name() accepts
  * is reported, whatever its type (symlinks and directories included): this
@@ -34,6 +40,7 @@
 #define ELIDED_DISCOVERY_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 
@@ -46,8 +53,13 @@ struct discovery_ops {
 	void (*segment_removed)(void *userdata, const char *name);
 	/* A process exec'd (BPF only; pid and the new comm).  May be NULL. */
 	void (*process_exec)(void *userdata, pid_t pid, const char *comm);
-	/* A watched (or, with BPF, any) process exited. */
-	void (*process_exit)(void *userdata, pid_t pid);
+	/*
+	 * A watched (or, with BPF, any) process exited: dead, perhaps not yet
+	 * reaped.  start_time (/proc/PID/stat field 22) says which process
+	 * had that pid; 0 when the kernel did not say (BPF on kernels before
+	 * 5.5), and then a pid reused since may be alive.
+	 */
+	void (*process_exit)(void *userdata, pid_t pid, uint64_t start_time);
 };
 
 enum discovery_method {
@@ -59,8 +71,10 @@ enum discovery_method {
  * Start watching `runtime_dir` (not a symlink) on `event`.  With allow_bpf,
  * try the BPF program first and fall back (one notice saying why) when it
  * cannot load.  Calls ops->segment_added for every segment already present,
- * in strcmp() order, before returning.  -ENOENT/-ENOTDIR/-ELOOP for a
- * missing or unusable directory.
+ * in strcmp() order, before returning; *ret is set before the first
+ * callback, so callbacks may already watch pids through it (and *ret is
+ * reset to NULL on failure).  -ENOENT/-ENOTDIR/-ELOOP for a missing or
+ * unusable directory.
  */
 int discovery_new(sd_event *event, const char *runtime_dir, bool allow_bpf, const struct discovery_ops *ops,
 		  void *userdata, struct discovery **ret);
@@ -75,11 +89,29 @@ const char *discovery_describe(const struct discovery *d);
 
 /*
  * Report the exit of `pid` once (pidfd in fallback mode; a no-op with BPF,
- * which sees every exit).  0 when watched (or already watched), -ESRCH when
- * the process is already gone (reaped), other -errno on failure.  A process
- * that exited but is not reaped yet is reported from the event loop.
+ * which sees every exit).  start_time, when not 0, is the start time of the
+ * process meant: checked after the pidfd is opened, so that the pidfd is of
+ * that process and not of a later one with a reused pid.  0 when watched
+ * (or already watched), -ESRCH when the process is already reaped (or the
+ * pid is another process's), other -errno on failure.  A process that
+ * exited but is not reaped yet is reported from the event loop.
  */
-int discovery_watch_pid(struct discovery *d, pid_t pid);
+int discovery_watch_pid(struct discovery *d, pid_t pid, uint64_t start_time);
 void discovery_unwatch_pid(struct discovery *d, pid_t pid);
+
+/*
+ * 1 when the runtime directory's path no longer names the directory held
+ * open (removed, renamed, replaced, or a mount on top), 0 when it does.
+ */
+int discovery_dir_replaced(const struct discovery *d);
+/*
+ * Open the runtime directory's path afresh, watch it and scan it: its
+ * segments are reported added (names reported before are forgotten without
+ * segment_removed: the caller dropped their processes).  -ENOENT while it
+ * does not exist again; on failure the old directory stays in use.
+ */
+int discovery_reopen(struct discovery *d);
+/* The directory held open (for reads relative to it); -1 when none. */
+int discovery_dir_fd(const struct discovery *d);
 
 #endif

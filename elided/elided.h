@@ -170,6 +170,13 @@ struct elided {
 	size_t nsubscribers;
 	struct log_ratelimit ratelimit; /* per uid, for what users can trigger */
 	struct symbolizer *symbolizer; /* symbolizer.c: names from ELF files, off the loop */
+	/* Segments in the runtime directory that are not tracked, for status:
+	 * now (as of the last rescan) and since start (first sightings). */
+	struct {
+		size_t refused, over_cap, uids_at_cap;
+		uint64_t refused_total, over_cap_total;
+	} unseen;
+	bool runtime_dir_lost;       /* warned: the path is not the directory we hold */
 };
 
 /* process.c */
@@ -178,7 +185,13 @@ void elided_adopt_segment(struct elided *d, const char *name);
 /* Look at the runtime directory again: segments refused earlier (per-user
  * cap, not yet valid) get another chance, leftovers of dead processes go. */
 void elided_rescan(struct elided *d);
+/* pid may be gone: untracked unless /proc shows it alive with its start time. */
 void elided_reap(struct elided *d, pid_t pid);
+/* The process pid that started at start_time is dead (zombie or reaped):
+ * untracked without asking /proc.  start_time 0: as elided_reap. */
+void elided_process_exited(struct elided *d, pid_t pid, uint64_t start_time);
+/* Untrack every process, their segments left alone (runtime directory gone). */
+void elided_forget_all(struct elided *d);
 void elided_refresh_all(struct elided *d);
 void elided_redecide_all(struct elided *d);
 void elided_free_processes(struct elided *d);

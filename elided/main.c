@@ -147,12 +147,66 @@ static double cpu_seconds(void)
 	       ru.ru_stime.tv_usec / 1e6;
 }
 
+static void warn_world_writable(struct elided *d, int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+		log_warning("%s is world-writable without the sticky bit: users can remove each other's segments",
+			    d->runtime_dir);
+}
+
+/*
+ * Our own descriptors keep a removed runtime directory alive, so inotify
+ * never says it went: compare the path with the directory we hold.  Its
+ * segments went with it (processes started before it is back stay unseen
+ * until they restart); a directory at the path again is adopted.
+ */
+static void check_runtime_dir(struct elided *d)
+{
+	int r, fd;
+
+	if (!d->discovery)
+		return;
+	r = discovery_dir_replaced(d->discovery);
+	if (r <= 0)
+		return;
+	if (!d->runtime_dir_lost) {
+		d->runtime_dir_lost = true;
+		log_warning("runtime directory %s was removed or replaced; dropped the %zu processes tracked from it "
+			    "(their segments went with it: they stay unseen until they restart); new segments are "
+			    "adopted as soon as %s is a directory again (systemd-tmpfiles --create elide.conf "
+			    "re-creates it)",
+			    d->runtime_dir, d->nprocesses, d->runtime_dir);
+		elided_forget_all(d);
+	}
+	r = discovery_reopen(d->discovery);
+	if (r == -ENOENT)
+		return;
+	if (r < 0) {
+		log_error_errno(r, "cannot adopt the new runtime directory %s, retrying every interval", d->runtime_dir);
+		return;
+	}
+	/* Reads go through the same directory as the watch. */
+	fd = fcntl(discovery_dir_fd(d->discovery), F_DUPFD_CLOEXEC, 3);
+	if (fd < 0) {
+		log_error_errno(errno, "cannot use the new runtime directory %s", d->runtime_dir);
+		return;
+	}
+	close(d->runtime_dirfd);
+	d->runtime_dirfd = fd;
+	d->runtime_dir_lost = false;
+	warn_world_writable(d, fd);
+	log_notice("runtime directory %s is back: %zu processes adopted from it", d->runtime_dir, d->nprocesses);
+}
+
 static int on_interval(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct elided *d = userdata;
 	double before = cpu_seconds();
 	uint64_t next = (uint64_t)(d->config->interval * 1e6);
 
+	check_runtime_dir(d);
 	elided_refresh_all(d);
 	d->intervals++;
 	/* Summaries of ended rate-limit windows, without waiting for a next message. */
@@ -201,9 +255,9 @@ static void on_process_exec(void *userdata, pid_t pid, const char *comm)
 		elided_reap(d, pid);
 }
 
-static void on_process_exit(void *userdata, pid_t pid)
+static void on_process_exit(void *userdata, pid_t pid, uint64_t start_time)
 {
-	elided_reap(userdata, pid);
+	elided_process_exited(userdata, pid, start_time);
 }
 
 static const struct discovery_ops discovery_ops = {
@@ -215,8 +269,6 @@ static const struct discovery_ops discovery_ops = {
 
 static int open_runtime_dir(struct elided *d)
 {
-	struct stat st;
-
 	/* tmpfiles.d creates it at boot; create it ourselves when run by hand. */
 	if (mkdir(d->runtime_dir, 01777) == 0)
 		chmod(d->runtime_dir, 01777);
@@ -225,9 +277,7 @@ static int open_runtime_dir(struct elided *d)
 	d->runtime_dirfd = open(d->runtime_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (d->runtime_dirfd < 0)
 		return log_error_errno(errno, "cannot open runtime directory %s", d->runtime_dir);
-	if (fstat(d->runtime_dirfd, &st) == 0 && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
-		log_warning("%s is world-writable without the sticky bit: users can remove each other's segments",
-			    d->runtime_dir);
+	warn_world_writable(d, d->runtime_dirfd);
 	return 0;
 }
 

@@ -812,7 +812,13 @@ static void supersede(struct elided *d, struct tracked_process *p, const char *n
 	seg_snapshot_free(snap);
 }
 
-static void adopt(struct elided *d, const char *name, bool quiet)
+/*
+ * 0 when the segment's process is tracked, -ESRCH/-ENOENT when it is gone,
+ * -EDQUOT when its uid is at daemon.max_segments_per_uid, another -errno
+ * when the segment is refused (invalid, not a regular file, ...).  Quiet:
+ * a retry of a file refused before, neither logged nor counted again.
+ */
+static int adopt(struct elided *d, const char *name, bool quiet)
 {
 	_cleanup_free_ struct tracked_process *fresh = NULL;
 	struct tracked_process *existing;
@@ -823,42 +829,44 @@ static void adopt(struct elided *d, const char *name, bool quiet)
 	int r;
 
 	if (seg_parse_name(name, &pid, &start) < 0)
-		return;
+		return -EINVAL;
 	existing = elided_find_process(d, pid);
 	if (existing) {
 		if (strcmp(existing->seg_name, name))
 			supersede(d, existing, name);
-		return;
+		return 0;
 	}
 	/* The header is enough to decide; lock tables are read once adopted. */
 	r = seg_read(d->runtime_dirfd, name, SEG_READ_CHECK_PROCESS | SEG_READ_NO_LOCKS, &snap, err, sizeof(err));
 	if (r == -ESRCH) {
 		remove_stale(d, name);
-		return;
+		return r;
 	}
 	if (r == -ENOENT)
-		return;
+		return r;
 	if (r < 0) {
-		if (!quiet)
+		if (!quiet) {
 			log_uid(&d->ratelimit, file_owner(d, name), LOG_WARNING, "ignoring %s", err);
-		return;
+			d->unseen.refused_total++;
+			d->unseen.refused++;
+		}
+		return r;
 	}
 	if (processes_of_uid(d, snap->process_uid) >= d->config->max_segments_per_uid) {
-		if (quiet) {
-			seg_snapshot_free(snap);
-			return;
-		}
+		seg_snapshot_free(snap);
+		if (quiet)
+			return -EDQUOT;
 		log_uid(&d->ratelimit, snap->process_uid, LOG_WARNING,
 			"ignoring %s: uid %u already has %u processes tracked (daemon.max_segments_per_uid)", name,
 			(unsigned)snap->process_uid, d->config->max_segments_per_uid);
-		seg_snapshot_free(snap);
-		return;
+		d->unseen.over_cap_total++;
+		d->unseen.over_cap++;
+		return -EDQUOT;
 	}
 	fresh = calloc(1, sizeof(*fresh));
 	if (!fresh) {
 		seg_snapshot_free(snap);
-		log_oom();
-		return;
+		return log_oom();
 	}
 	fresh->pid = pid;
 	fresh->start_time = start;
@@ -869,26 +877,68 @@ static void adopt(struct elided *d, const char *name, bool quiet)
 	seg_snapshot_free(snap);
 	read_identity(fresh);
 	decide(d, fresh);
-	if (refresh_process(d, fresh) == -ESRCH) {
+	r = refresh_process(d, fresh);
+	/* Its exit must reach us at once (pidfd; BPF sees every exit anyway).
+	 * -ESRCH: reaped, or the pid is another process's already. */
+	if (r != -ESRCH)
+		r = discovery_watch_pid(d->discovery, pid, start);
+	if (r == -ESRCH) {
 		process_free(fresh);
 		fresh = NULL;
-		return;
+		return r;
 	}
-	discovery_watch_pid(d->discovery, pid);
+	if (r < 0)
+		log_warning_errno(r, "pid %d: cannot watch for its exit, found at the next check of /proc", (int)pid);
 	fresh->next = d->processes;
 	d->processes = fresh;
 	d->nprocesses++;
-	log_info("tracking pid %d (%s), policy %s%s%s", (int)pid, fresh->exe[0] ? fresh->exe : fresh->comm,
-		 policy_mode_to_string(effective_process_mode(fresh)),
-		 fresh->decision.rule ? " from " : " (default)",
-		 fresh->decision.rule ? fresh->decision.rule->where : "");
+	/* Say where the mode comes from: an override a restarted daemon found
+	 * in the segment is not the configuration's. */
+	if (fresh->override != POLICY_MODE_UNSET)
+		log_info("tracking pid %d (%s), policy %s (runtime override, kept from its segment; configured: %s)",
+			 (int)pid, fresh->exe[0] ? fresh->exe : fresh->comm, policy_mode_to_string(fresh->override),
+			 policy_mode_to_string(fresh->decision.mode));
+	else
+		log_info("tracking pid %d (%s), policy %s%s%s", (int)pid, fresh->exe[0] ? fresh->exe : fresh->comm,
+			 policy_mode_to_string(effective_process_mode(fresh)),
+			 fresh->decision.rule ? " from " : " (default)",
+			 fresh->decision.rule ? fresh->decision.rule->where : "");
 	elided_bus_emit_process_added(d, fresh);
 	fresh = NULL;
+	return 0;
 }
 
 void elided_adopt_segment(struct elided *d, const char *name)
 {
 	adopt(d, name, false);
+}
+
+static int cmp_uid(const void *a, const void *b)
+{
+	uid_t x = *(const uid_t *)a, y = *(const uid_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Uids with daemon.max_segments_per_uid processes tracked. */
+static size_t uids_at_cap(struct elided *d)
+{
+	_cleanup_free_ uid_t *uids = NULL;
+	size_t n = 0, at = 0, run = 0;
+
+	if (!d->nprocesses)
+		return 0;
+	uids = calloc(d->nprocesses, sizeof(*uids));
+	if (!uids)
+		return 0;
+	for (struct tracked_process *p = d->processes; p && n < d->nprocesses; p = p->next)
+		uids[n++] = p->uid;
+	qsort(uids, n, sizeof(*uids), cmp_uid);
+	for (size_t i = 0; i < n; i++) {
+		run = i > 0 && uids[i] == uids[i - 1] ? run + 1 : 1;
+		at += run == d->config->max_segments_per_uid;
+	}
+	return at;
 }
 
 /* "<pid>-<start>.seg.new" of a process that died while creating it. */
@@ -915,7 +965,7 @@ void elided_rescan(struct elided *d)
 	DIR *dir;
 	struct dirent *de;
 	int fd = dup(d->runtime_dirfd);
-	size_t seen = 0;
+	size_t seen = 0, refused = 0, over_cap = 0;
 
 	if (fd < 0)
 		return;
@@ -938,10 +988,34 @@ void elided_rescan(struct elided *d)
 			continue;
 		}
 		p = elided_find_process(d, pid);
-		if (!p || strcmp(p->seg_name, de->d_name))
-			adopt(d, de->d_name, true);
+		if (!p || strcmp(p->seg_name, de->d_name)) {
+			int r = adopt(d, de->d_name, true);
+
+			/* What the daemon cannot see, for status. */
+			if (r == -EDQUOT)
+				over_cap++;
+			else if (r < 0 && r != -ESRCH && r != -ENOENT)
+				refused++;
+		}
 	}
 	closedir(dir);
+	d->unseen.refused = refused;
+	d->unseen.over_cap = over_cap;
+	d->unseen.uids_at_cap = uids_at_cap(d);
+}
+
+static void untrack(struct elided *d, struct tracked_process **pp, bool remove_segment)
+{
+	struct tracked_process *p = *pp;
+
+	*pp = p->next;
+	d->nprocesses--;
+	discovery_unwatch_pid(d->discovery, p->pid);
+	/* libelide removes its segment at a normal exit; a crash leaves it. */
+	if (remove_segment)
+		remove_stale(d, p->seg_name);
+	elided_bus_emit_process_removed(d, p);
+	process_free(p);
 }
 
 void elided_reap(struct elided *d, pid_t pid)
@@ -957,16 +1031,37 @@ void elided_reap(struct elided *d, pid_t pid)
 		/* A pid reused by a new process is not the one we track. */
 		if (seg_proc_start_time(NULL, pid, &start) == 0 && start == p->start_time)
 			return;
-		*pp = p->next;
-		d->nprocesses--;
-		discovery_unwatch_pid(d->discovery, pid);
-		/* libelide removes its segment at a normal exit; a crash leaves it. */
-		remove_stale(d, p->seg_name);
 		log_info("pid %d exited", (int)pid);
-		elided_bus_emit_process_removed(d, p);
-		process_free(p);
+		untrack(d, pp, true);
 		return;
 	}
+}
+
+void elided_process_exited(struct elided *d, pid_t pid, uint64_t start_time)
+{
+	struct tracked_process **pp;
+
+	if (!start_time) {
+		elided_reap(d, pid);
+		return;
+	}
+	for (pp = &d->processes; *pp; pp = &(*pp)->next) {
+		if ((*pp)->pid != pid)
+			continue;
+		/* An earlier holder of the pid: the tracked one lives on. */
+		if ((*pp)->start_time != start_time)
+			return;
+		log_info("pid %d exited", (int)pid);
+		untrack(d, pp, true);
+		return;
+	}
+}
+
+void elided_forget_all(struct elided *d)
+{
+	while (d->processes)
+		untrack(d, &d->processes, false);
+	d->unseen.refused = d->unseen.over_cap = d->unseen.uids_at_cap = 0;
 }
 
 void elided_refresh_all(struct elided *d)

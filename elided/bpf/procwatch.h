@@ -23,6 +23,9 @@ struct procwatch_event {
 	__u32 type;                    /* enum procwatch_event_type */
 	__u32 pid;                     /* tgid: the process id user space knows */
 	__u32 tid;                     /* the thread that exec'd or exited last */
+	__u32 reserved;                /* 0; keeps start_boottime aligned */
+	__u64 start_boottime;          /* the group leader's, in ns (/proc/PID/stat's
+	                                * field 22 in ns); 0 when the kernel lacks it */
 	char comm[PROCWATCH_COMM_LEN]; /* NUL-terminated (the kernel's task comm) */
 };
 

@@ -180,3 +180,8 @@ tests_integration_signal_listen_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS)
 tests_integration_signal_listen_LDADD = $(SYSTEMD_LIBS)
 TESTS += tests/integration/test-elided-privacy.sh
 EXTRA_DIST += tests/integration/test-elided-privacy.sh
+
+# Issue 13: exits seen at once after a restart and of zombies, a removed
+# runtime directory, status of what elided cannot see.
+TESTS += tests/integration/test-elided-lifecycle.sh
+EXTRA_DIST += tests/integration/test-elided-lifecycle.sh

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * discovery.c on a real sd-event loop and a temporary runtime directory:
- * the initial scan, inotify adds and removes, pidfd exits, and BPF when it
+ * the initial scan, inotify adds and removes, pidfd exits (of zombies too,
+ * with the start time of the process meant), watches placed from the
+ * initial scan's callbacks, a replaced runtime directory, and BPF when it
  * loads (root with BTF) or its fallback when it does not.
  *
  * Waiting is bounded: the loop runs in 50 ms slices until the expected
@@ -21,6 +23,7 @@
 
 #include "discovery.h"
 #include "log.h"
+#include "segment-reader.h"
 
 #define MAX_RECORDS 64
 #define SLICE_USEC (50 * 1000)
@@ -29,6 +32,7 @@
 struct record {
 	char kind; /* '+' added, '-' removed, 'e' exec, 'x' exit */
 	pid_t pid;
+	uint64_t start; /* exits: the start time reported */
 	char text[64];
 };
 
@@ -75,10 +79,12 @@ static void on_exec(void *userdata, pid_t pid, const char *comm)
 		record('e', pid, comm);
 }
 
-static void on_exit_(void *userdata, pid_t pid)
+static void on_exit_(void *userdata, pid_t pid, uint64_t start)
 {
-	if (interesting(pid))
+	if (interesting(pid)) {
 		record('x', pid, NULL);
+		rec.r[rec.n - 1].start = start;
+	}
 }
 
 static const struct discovery_ops ops = {
@@ -308,28 +314,107 @@ END_TEST
 START_TEST(test_pidfd_exit)
 {
 	struct discovery *d = NULL;
+	uint64_t start, now;
 	pid_t child;
 	int release_fd;
 
 	ck_assert_int_eq(discovery_new(event, dir, false, &ops, NULL, &d), 0);
 	child = spawn(&release_fd, NULL);
 	rec.interest[0] = child;
+	ck_assert_int_eq(seg_proc_start_time(NULL, child, &start), 0);
 
-	ck_assert_int_eq(discovery_watch_pid(d, child), 0);
-	ck_assert_int_eq(discovery_watch_pid(d, child), 0); /* idempotent */
+	/* Another start time: another process, not watched. */
+	ck_assert_int_eq(discovery_watch_pid(d, child, start + 1), -ESRCH);
+	ck_assert_int_eq(discovery_watch_pid(d, child, start), 0);
+	ck_assert_int_eq(discovery_watch_pid(d, child, start), 0); /* idempotent */
 	drain();
 	ck_assert_ptr_null(find('x', child, NULL));
 
+	/* Not reaped while the exit is reported: a zombie is dead, though its
+	 * /proc/PID/stat still shows the same start time. */
 	release(release_fd);
 	ck_assert(wait_for('x', child, NULL));
+	ck_assert_uint_eq(find('x', child, NULL)->start, start);
+	ck_assert_int_eq(seg_proc_start_time(NULL, child, &now), 0);
+	ck_assert_uint_eq(now, start);
 	drain();
 	ck_assert_uint_eq(count('x', child, NULL), 1);
 	reap(child);
 
 	/* Reaped: nothing left to watch. */
-	ck_assert_int_eq(discovery_watch_pid(d, child), -ESRCH);
-	ck_assert_int_eq(discovery_watch_pid(d, 0), -EINVAL);
+	ck_assert_int_eq(discovery_watch_pid(d, child, 0), -ESRCH);
+	ck_assert_int_eq(discovery_watch_pid(d, 0, 0), -EINVAL);
 	discovery_free(d);
+}
+END_TEST
+
+/* The initial scan's callbacks watch pids, as elided's adoption does. */
+static struct discovery *scan_d;
+static int scan_watch_result = 1;
+static pid_t scan_child;
+
+static void on_added_watch(void *userdata, const char *name)
+{
+	struct discovery **dp = userdata;
+
+	record('+', 0, name);
+	scan_watch_result = discovery_watch_pid(*dp, scan_child, 0);
+}
+
+START_TEST(test_watch_from_initial_scan)
+{
+	static const struct discovery_ops watch_ops = {
+		.segment_added = on_added_watch,
+		.process_exit = on_exit_,
+	};
+	int release_fd;
+
+	scan_child = spawn(&release_fd, NULL);
+	rec.interest[0] = scan_child;
+	touch("5-1.seg");
+	ck_assert_int_eq(discovery_new(event, dir, false, &watch_ops, &scan_d, &scan_d), 0);
+	ck_assert_uint_eq(count('+', 0, "5-1.seg"), 1);
+	ck_assert_int_eq(scan_watch_result, 0);
+	release(release_fd);
+	ck_assert(wait_for('x', scan_child, NULL));
+	reap(scan_child);
+	discovery_free(scan_d);
+	scan_d = NULL;
+}
+END_TEST
+
+/* Removed and re-created under us: no inotify event, the path check says so. */
+START_TEST(test_dir_replaced)
+{
+	struct discovery *d = NULL;
+	char old[128], path[160];
+
+	touch("10-1.seg");
+	ck_assert_int_eq(discovery_new(event, dir, false, &ops, NULL, &d), 0);
+	ck_assert_int_eq(discovery_dir_replaced(d), 0);
+	ck_assert_int_eq(discovery_reopen(d), 0); /* the same directory again: harmless */
+	snprintf(old, sizeof(old), "%s.old", dir);
+	ck_assert_int_eq(rename(dir, old), 0);
+	ck_assert_int_eq(discovery_dir_replaced(d), 1);
+	ck_assert_int_eq(discovery_reopen(d), -ENOENT);
+	ck_assert_int_eq(discovery_dir_replaced(d), 1);
+
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	touch("11-1.seg");
+	rec.n = 0;
+	ck_assert_int_eq(discovery_reopen(d), 0);
+	ck_assert_int_eq(discovery_dir_replaced(d), 0);
+	/* The new directory's segments, and only those: the old names are
+	 * forgotten without a report. */
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert_str_eq(rec.r[0].text, "11-1.seg");
+	touch("12-1.seg");
+	ck_assert(wait_for('+', 0, "12-1.seg"));
+	ck_assert_ptr_null(find('-', 0, NULL));
+	discovery_free(d);
+	snprintf(path, sizeof(path), "%s/10-1.seg", old);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(rmdir(old), 0);
 }
 END_TEST
 
@@ -345,8 +430,8 @@ START_TEST(test_pidfd_unwatch)
 	rec.interest[0] = a;
 	rec.interest[1] = b;
 
-	ck_assert_int_eq(discovery_watch_pid(d, a), 0);
-	ck_assert_int_eq(discovery_watch_pid(d, b), 0);
+	ck_assert_int_eq(discovery_watch_pid(d, a, 0), 0);
+	ck_assert_int_eq(discovery_watch_pid(d, b, 0), 0);
 	discovery_unwatch_pid(d, a);
 	discovery_unwatch_pid(d, 12345678); /* not watched: no-op */
 
@@ -362,7 +447,7 @@ START_TEST(test_pidfd_unwatch)
 
 	/* A watch may be freed with the object while still pending. */
 	a = spawn(&release_a, NULL);
-	ck_assert_int_eq(discovery_watch_pid(d, a), 0);
+	ck_assert_int_eq(discovery_watch_pid(d, a, 0), 0);
 	discovery_free(d);
 	release(release_a);
 	reap(a);
@@ -389,7 +474,7 @@ START_TEST(test_bpf_or_fallback)
 	if (discovery_get_method(d) == DISCOVERY_BPF) {
 		ck_assert_str_eq(desc, "bpf (sched_process_exec/exit tracepoints, ring buffer)");
 		/* Every process is seen: no watch needed. */
-		ck_assert_int_eq(discovery_watch_pid(d, child), 0);
+		ck_assert_int_eq(discovery_watch_pid(d, child, 0), 0);
 		release(release_fd);
 		ck_assert(wait_for('e', child, "true"));
 		ck_assert(wait_for('x', child, NULL));
@@ -397,7 +482,7 @@ START_TEST(test_bpf_or_fallback)
 		ck_assert_int_eq(discovery_get_method(d), DISCOVERY_FALLBACK);
 		ck_assert_int_eq(strncmp(desc, prefix, strlen(prefix)), 0);
 		ck_assert_uint_gt(strlen(desc), strlen(prefix));
-		ck_assert_int_eq(discovery_watch_pid(d, child), 0);
+		ck_assert_int_eq(discovery_watch_pid(d, child, 0), 0);
 		release(release_fd);
 		ck_assert(wait_for('x', child, NULL));
 		ck_assert_ptr_null(find('e', child, NULL));
@@ -425,6 +510,8 @@ static Suite *discovery_suite(void)
 	tcase_add_test(tc, test_create_remove);
 	tcase_add_test(tc, test_pidfd_exit);
 	tcase_add_test(tc, test_pidfd_unwatch);
+	tcase_add_test(tc, test_watch_from_initial_scan);
+	tcase_add_test(tc, test_dir_replaced);
 	tcase_add_test(tc, test_bpf_or_fallback);
 	suite_add_tcase(s, tc);
 	return s;
