@@ -207,6 +207,11 @@ fi
 # ---- another user -----------------------------------------------------------------
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
 	nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+	# nobody runs copies: the build tree may be out of its reach.
+	for_others elidectl_o "$elidectl"
+	for_others lib_o "$lib"
+	elidectl=$elidectl_o
+	export ELIDE_LIBDIR=${lib_o%/*}
 	expect 4 "[Pp]ermission denied" "nobody: set on root's process" -- "${nobody[@]}" "$elidectl" set "$wa" off
 	expect 4 "[Pp]ermission denied" "nobody: show root's process" -- "${nobody[@]}" "$elidectl" show "$wa"
 	expect 4 "[Pp]ermission denied" "nobody: reset root's process" -- "${nobody[@]}" "$elidectl" reset "$wa"

@@ -282,6 +282,8 @@ other_victims=()
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
 	nobody_uid=$(id -u nobody)
 	as_nobody=(setpriv --reuid="$nobody_uid" --regid="$(id -g nobody)" --clear-groups)
+	# nobody runs a copy: the build tree may be out of its reach.
+	for_others forge_o "$forge"
 	# A root process whose segment belongs to nobody.
 	spawn
 	p=$spawned
@@ -308,7 +310,7 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null
 	spawn "${as_nobody[@]}"
 	v2=$spawned
 	poll 5 test "$(awk '/^Uid:/ { print $3 }' "/proc/$v2/status" 2>/dev/null)" = "$nobody_uid"
-	"${as_nobody[@]}" "$forge" --dir "$rundir" --pid "$v2" --locks 8 >/dev/null || fail "seg-forge as nobody failed"
+	"${as_nobody[@]}" "$forge_o" --dir "$rundir" --pid "$v2" --locks 8 >/dev/null || fail "seg-forge as nobody failed"
 	poll 10 adopted "$v2" && ok "nobody's own segment adopted (uid $nobody_uid)" || fail "nobody's valid segment (pid $v2) not adopted"
 	other_victims=("$v1" "$v2")
 else

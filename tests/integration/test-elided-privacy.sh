@@ -25,6 +25,9 @@ id nobody >/dev/null 2>&1 || skip "no user nobody"
 tl_setup elided-privacy
 nobody_uid=$(id -u nobody)
 as_nobody=(setpriv --reuid="$nobody_uid" --regid="$(id -g nobody)" --clear-groups)
+# nobody runs copies: the build tree may be out of its reach.
+for_others forge "$forge"
+for_others listen "$listen"
 
 # ---- a bus like the system bus ------------------------------------------------
 cat > "$tmp/bus.conf" <<CONF

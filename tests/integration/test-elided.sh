@@ -172,7 +172,9 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
 	# A preloaded wrapper that changes user and execs: the new image cannot
 	# replace root's segment and publishes a generation instead.
 	cp "$workload" "$tmp/wl-exec"
-	ELIDE_RUNTIME_DIR="$rundir" ELIDE_SIM_ABORT=0x6 LD_PRELOAD="$preload" \
+	# The loader reads LD_PRELOAD as uid 65534: a copy it can reach.
+	for_others lib_o "$lib"
+	ELIDE_RUNTIME_DIR="$rundir" ELIDE_SIM_ABORT=0x6 LD_PRELOAD="${asan_first:+$asan_first }$lib_o" \
 		setpriv --reuid=65534 --regid=65534 --clear-groups "$tmp/wl-exec" --seconds 120 >/dev/null 2>"$tmp/wl-exec.err" &
 	wrapped=$!
 	pids+=("$wrapped")

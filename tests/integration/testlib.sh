@@ -9,6 +9,7 @@
 #   poll SECONDS CMD...   true as soon as CMD succeeds (bounded, never decides by sleeping)
 #   start_private_bus     a dbus-daemon for $tmp, exported as DBUS_SYSTEM_BUS_ADDRESS
 #   tl_finish WHAT        exit 1 when a check failed, else 0
+#   for_others VAR FILE   VAR := a copy of the built FILE that uid 65534 can run
 #   $preload              LD_PRELOAD for a program under libelide (ASan first in sanitizer builds)
 
 : "${top_builddir:?run me through make check}"
@@ -100,6 +101,28 @@ CONF
 	DBUS_SYSTEM_BUS_ADDRESS=$(head -n1 "$tmp/bus.address")
 	export DBUS_SYSTEM_BUS_ADDRESS
 	chmod 777 "$tmp/bus.socket" 2>/dev/null
+}
+
+# Programs another user runs (setpriv --reuid) must not be run from the
+# build tree: a clone under a 0700 directory (mktemp -d, /root, a home)
+# hides it ("Permission denied").  A copy in $tmp (0755, under /tmp) is
+# reachable; where it is not either (TMPDIR private too), the test skips.
+for_others() {
+	local dir="$tmp/for-others" src=$2 copy
+	mkdir -p "$dir" && chmod 0755 "$dir" || exit 1
+	# A libtool wrapper script runs the real program from .libs/.
+	[ "$(head -c 2 "$src")" = "#!" ] && src="$(dirname "$src")/.libs/$(basename "$src")"
+	copy="$dir/$(basename "$src")"
+	cp "$src" "$copy" && chmod 0755 "$copy" || exit 1
+	# Whatever it loads from the build tree would be out of reach again.
+	if ldd "$copy" 2>/dev/null | grep -q -e "$top_builddir" -e "not found"; then
+		skip "$copy loads libraries from the build tree: $(ldd "$copy" | grep -e "$top_builddir" -e "not found")"
+	fi
+	if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+		setpriv --reuid=65534 --regid=65534 --clear-groups test -r "$copy" ||
+			skip "uid 65534 cannot reach $dir (is \$TMPDIR under a private directory?)"
+	fi
+	printf -v "$1" %s "$copy"
 }
 
 tl_finish() {
