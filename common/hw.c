@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "hw.h"
+#include "sbuf.h"
 
 #define PROBE_TRIES 16u
 
@@ -21,33 +22,6 @@
 #define CPUID7_EDX_TSX_FORCE_ABORT (1u << 13)
 
 static char reason_buf[160];
-
-/* Minimal appenders for reason_buf; they truncate rather than overflow. */
-struct sbuf {
-	char *p;
-	size_t len, size;
-};
-
-static void sb_puts(struct sbuf *b, const char *s)
-{
-	for (; *s && b->len + 1 < b->size; s++)
-		b->p[b->len++] = *s;
-	b->p[b->len] = '\0';
-}
-
-static void sb_putu(struct sbuf *b, unsigned long v, unsigned base)
-{
-	char tmp[24];
-	size_t n = 0;
-
-	do {
-		tmp[n++] = "0123456789abcdef"[v % base];
-		v /= base;
-	} while (v && n < sizeof(tmp));
-	while (n > 0 && b->len + 1 < b->size)
-		b->p[b->len++] = tmp[--n];
-	b->p[b->len] = '\0';
-}
 
 bool elide_hw_model_is_broken(const char *vendor, unsigned family, unsigned model, unsigned stepping)
 {
@@ -205,7 +179,7 @@ static void probe_rtm(struct elide_hw *hw)
 
 int elide_hw_detect(struct elide_hw *hw)
 {
-	struct sbuf b = { reason_buf, 0, sizeof(reason_buf) };
+	struct sbuf b = SBUF_INIT(reason_buf);
 
 	memset(hw, 0, sizeof(*hw));
 	read_cpuid(hw);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "glibc-abi.h"
+#include "sbuf.h"
 
 struct glibc_facts glibc_facts;
 
@@ -53,55 +54,31 @@ int glibc_parse_version(const char *version, unsigned *major, unsigned *minor)
 	return 0;
 }
 
-/* Appends to a reason being built in a fixed buffer; stdio may not be usable yet. */
-struct reason_buf {
-	char *p, *end;
-};
-
-static void put_str(struct reason_buf *b, const char *s)
-{
-	while (*s && b->p < b->end - 1)
-		*b->p++ = *s++;
-	*b->p = '\0';
-}
-
-static void put_uint(struct reason_buf *b, unsigned v)
-{
-	char digits[12];
-	int n = 0;
-
-	do
-		digits[n++] = (char)('0' + v % 10);
-	while ((v /= 10) != 0);
-	while (n > 0 && b->p < b->end - 1)
-		*b->p++ = digits[--n];
-	*b->p = '\0';
-}
 
 const char *glibc_version_reason(const char *version, unsigned *major, unsigned *minor)
 {
 	static char reason[160];
-	struct reason_buf b = { reason, reason + sizeof(reason) };
+	struct sbuf b = SBUF_INIT(reason);
 	unsigned maj, min;
 
 	if (glibc_parse_version(version, &maj, &min) < 0) {
-		put_str(&b, "glibc version '");
-		put_str(&b, version ? version : "(null)");
-		put_str(&b, "' cannot be parsed; libelide was verified against glibc 2.28 .. 2.43");
+		sb_puts(&b, "glibc version '");
+		sb_puts(&b, version ? version : "(null)");
+		sb_puts(&b, "' cannot be parsed; libelide was verified against glibc 2.28 .. 2.43");
 		return reason;
 	}
 	*major = maj;
 	*minor = min;
 	if (maj == GLIBC_VERIFIED_MAJOR && min >= GLIBC_VERIFIED_MINOR_MIN && min <= GLIBC_VERIFIED_MINOR_MAX)
 		return NULL;
-	put_str(&b, "glibc ");
-	put_uint(&b, maj);
-	put_str(&b, ".");
-	put_uint(&b, min);
+	sb_puts(&b, "glibc ");
+	sb_putu(&b, maj, 10);
+	sb_puts(&b, ".");
+	sb_putu(&b, min, 10);
 	if (maj < GLIBC_VERIFIED_MAJOR || (maj == GLIBC_VERIFIED_MAJOR && min < GLIBC_VERIFIED_MINOR_MIN))
-		put_str(&b, " is older than the 2.28 this libelide was verified against");
+		sb_puts(&b, " is older than the 2.28 this libelide was verified against");
 	else
-		put_str(&b, " is newer than the 2.43 this libelide was verified against");
+		sb_puts(&b, " is newer than the 2.43 this libelide was verified against");
 	return reason;
 }
 

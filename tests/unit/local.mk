@@ -14,7 +14,7 @@ tests_unit_test_options_SOURCES = tests/unit/test-options.c libelide/options.c
 tests_unit_test_options_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_options_LDADD = $(UNIT_LDADD)
 
-tests_unit_test_hw_SOURCES = tests/unit/test-hw.c common/hw.c
+tests_unit_test_hw_SOURCES = tests/unit/test-hw.c common/hw.c common/sbuf.h
 tests_unit_test_hw_CFLAGS = $(UNIT_CFLAGS) -mrtm
 tests_unit_test_hw_LDADD = $(UNIT_LDADD)
 
