@@ -282,8 +282,11 @@ other_victims=()
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
 	nobody_uid=$(id -u nobody)
 	as_nobody=(setpriv --reuid="$nobody_uid" --regid="$(id -g nobody)" --clear-groups)
-	# nobody runs a copy: the build tree may be out of its reach.
-	for_others forge_o "$forge"
+	# nobody runs a copy: the build tree may be out of its reach (a clone
+	# under a 0700 directory).
+	forge_o="$tmp/for-others/seg-forge"
+	mkdir -p "$tmp/for-others" && chmod 0755 "$tmp" "$tmp/for-others" && cp "$forge" "$forge_o" || exit 1
+	"${as_nobody[@]}" test -x "$forge_o" || skip "uid $nobody_uid cannot reach $forge_o (is \$TMPDIR under a private directory?)"
 	# A root process whose segment belongs to nobody.
 	spawn
 	p=$spawned
