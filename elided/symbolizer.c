@@ -86,6 +86,10 @@ int elided_symbolizer_new(struct elided *d)
 	}
 	s->d = d;
 	d->symbolizer = s;
+	/* Where the children look for separate debug files by build-id
+	 * (/usr/lib/debug unless set; the tests point it elsewhere).  Only
+	 * ever read as the target's user, one level deep (elided(8)). */
+	elfsym_set_debug_dir(getenv("ELIDE_DEBUG_DIR"));
 	return 0;
 }
 

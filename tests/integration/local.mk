@@ -185,3 +185,16 @@ EXTRA_DIST += tests/integration/test-elided-privacy.sh
 # runtime directory, status of what elided cannot see.
 TESTS += tests/integration/test-elided-lifecycle.sh
 EXTRA_DIST += tests/integration/test-elided-lifecycle.sh
+
+# Issue 12: a hostile ELF file (make-elf) mapped through hard links with a
+# contended lock inside each mapping (map-lock), against a real elided: the
+# symbolizer child parses it once, as its owner, and the daemon answers.
+check_PROGRAMS += tests/integration/make-elf tests/integration/map-lock tests/integration/dbus-ping
+tests_integration_make_elf_SOURCES = tests/integration/make-elf.c
+tests_integration_dbus_ping_SOURCES = tests/integration/dbus-ping.c
+tests_integration_dbus_ping_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS)
+tests_integration_dbus_ping_LDADD = $(SYSTEMD_LIBS)
+tests_integration_map_lock_SOURCES = tests/integration/map-lock.c
+tests_integration_map_lock_LDADD = -lpthread
+TESTS += tests/integration/test-elided-symbolizer.sh
+EXTRA_DIST += tests/integration/test-elided-symbolizer.sh
