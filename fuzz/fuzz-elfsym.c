@@ -8,13 +8,8 @@
  * A stripped file's symbols come from a separate debug file found by its
  * GNU build-id.  Any user can make the file that path names be the file
  * itself, so when the input has a build-id note the harness installs the
- * input as its own debug file (in its private debug directory).
- *
- * FUZZ_AVOID_KNOWN_CRASHES=1 (set by `make fuzz` while fuzzing, not while
- * replaying) steers around the bugs in fuzz/known-crashes/README.md, which
- * the fuzzer would otherwise find again within seconds, every run: no
- * self-naming debug file for a stripped input, no code lookup in a module
- * without symbols.  Drop each avoidance when its bug is fixed.
+ * input as its own debug file (in its private debug directory): elfsym
+ * must look one level deep only (fuzz/regressions: debug-link-self.so).
  */
 #include <elf.h>
 #include <errno.h>
@@ -146,7 +141,7 @@ static void check_result(int r, const struct elfsym_result *res)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static bool initialised, avoid_known;
+	static bool initialised;
 	char path[4096], ddir[256], dfile[512];
 	uint8_t id[64];
 	size_t idlen = 0, naddrs;
@@ -159,7 +154,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!initialised) {
 		snprintf(path, sizeof(path), "%s/debug", fuzz_dir());
 		elfsym_set_debug_dir(path);
-		avoid_known = getenv("FUZZ_AVOID_KNOWN_CRASHES") && !strcmp(getenv("FUZZ_AVOID_KNOWN_CRASHES"), "1");
 		initialised = true;
 	}
 	if (have_eh)
@@ -170,9 +164,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		bool has_symtab;
 
 		idlen = find_build_id(data, size, &eh, id, sizeof(id), &has_symtab);
-		/* known-crashes/fuzz-elfsym/debug-link-self.so: unbounded recursion */
-		if (avoid_known && !has_symtab)
-			idlen = 0;
 	}
 	if (idlen) {
 		debug_paths(id, idlen, ddir, sizeof(ddir), dfile, sizeof(dfile));
@@ -194,9 +185,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		naddrs = collect_addrs(data, size, have_eh ? &eh : NULL, addrs);
 		for (size_t i = 0; i < naddrs; i++)
 			for (int obj = 0; obj < 2; obj++) {
-				/* known-crashes/fuzz-elfsym/no-sections.so: NULL + 0 */
-				if (avoid_known && !obj && elfsym_module_symbol_count(m) == 0)
-					continue;
 				r = elfsym_module_lookup(m, addrs[i], obj, &res);
 				check_result(r, &res);
 			}

@@ -424,7 +424,7 @@ static void make_elfs(void)
 
 	/* No symbols at all: no section headers, then an empty symbol table. */
 	spec = (struct elf_spec){ .symtab_type = SHT_NULL, .no_sections = true, .entry = 0x1000 };
-	make_elf("known-crashes", "no-sections.so", &spec);
+	make_elf("regressions", "no-sections.so", &spec);
 	spec = (struct elf_spec){ .symtab_type = SHT_SYMTAB, .entry = 0x1000, .nsyms = 0, .sym = small_sym };
 	make_elf("regressions", "empty-symtab.so", &spec);
 
@@ -433,7 +433,7 @@ static void make_elfs(void)
 	 * itself. */
 	spec = (struct elf_spec){ .symtab_type = SHT_DYNSYM, .build_id = true, .entry = 0x1000, .nsyms = 5,
 				  .sym = small_sym, .strings = small_strings, .nstrings = 5 };
-	make_elf("known-crashes", "debug-link-self.so", &spec);
+	make_elf("regressions", "debug-link-self.so", &spec);
 }
 
 int main(int argc, char **argv)

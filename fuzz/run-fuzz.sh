@@ -80,8 +80,7 @@ for h in "$@"; do
 		cp "$f" "$run/$h/corpus/$(printf '%03d' "$i")-$(basename "$f")"
 	done
 	# shellcheck disable=SC2046,SC2086
-	# FUZZ_AVOID_KNOWN_CRASHES: see fuzz/known-crashes/README.md.
-	if FUZZ_AVOID_KNOWN_CRASHES=1 timeout $((seconds + 120)) "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+	if timeout $((seconds + 120)) "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
 		-print_final_stats=1 -artifact_prefix="$run/$h/" $(harness_args "$h") $extra \
 		"$run/$h/corpus" >"$log" 2>&1; then
 		echo "$h: fuzzed ${seconds}s: $(grep -h -E '^stat::number_of_executed_units' "$log" | awk '{print $2}') runs," \
