@@ -224,6 +224,16 @@ static __attribute__((noreturn)) void child_main(int fd, struct elfsym_maps *con
 	close(STDIN_FILENO);
 	close(STDOUT_FILENO);
 
+	/* Out of memory in the unit's cgroup (MemoryMax=): the child goes,
+	 * not the daemon.  Best effort. */
+	{
+		int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+
+		if (oom >= 0) {
+			(void)!write(oom, "1000", 4);
+			close(oom);
+		}
+	}
 	set_limit(RLIMIT_CPU, SYMBOLIZER_CPU_SEC, SYMBOLIZER_CPU_SEC + 1);
 	if (as)
 		set_limit(RLIMIT_AS, as + SYMBOLIZER_AS_HEADROOM, as + SYMBOLIZER_AS_HEADROOM);

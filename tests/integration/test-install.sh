@@ -8,7 +8,7 @@
 #     the build defines bashcompletiondir, elidectl's completion;
 #   - every man: page of the unit's Documentation= is installed;
 #   - `systemd-analyze verify` of the installed unit prints nothing, and
-#     `systemd-analyze security --offline=yes` rates it 2.5 or below;
+#     `systemd-analyze security --offline=yes` rates it 2.0 or below;
 #   - systemd-tmpfiles creates /run/elide sticky and world-writable;
 #   - groff lints every installed page without a warning;
 #   - `elided --check-config` accepts the installed elide.conf;
@@ -138,10 +138,10 @@ if command -v systemd-analyze >/dev/null; then
 	exposure=$(sed -n 's/.*Overall exposure level for elided.service: \([0-9.]*\).*/\1/p' "$tmp/security")
 	if [ -z "$exposure" ]; then
 		note "systemd-analyze security --offline=yes gave no figure: $(tail -n1 "$tmp/security")"
-	elif awk -v e="$exposure" 'BEGIN { exit !(e <= 2.5) }'; then
-		ok "systemd-analyze security: exposure $exposure (goal 2.5 or below)"
+	elif awk -v e="$exposure" 'BEGIN { exit !(e <= 2.0) }'; then
+		ok "systemd-analyze security: exposure $exposure (goal 2.0 or below)"
 	else
-		fail "systemd-analyze security: exposure $exposure, above 2.5"
+		fail "systemd-analyze security: exposure $exposure, above 2.0"
 		grep '^✗' "$tmp/security" >&2
 	fi
 else
