@@ -185,7 +185,8 @@ struct elided_lock {
 #define THROTTLED_SAMPLE 16
 
 struct lock_local {
-	uint32_t idx;                 /* record index, 0 = slot unused */
+	uintptr_t key;                /* lock_key() of the lock, 0 = slot unused */
+	uint32_t idx;                 /* its record index when the slot was filled */
 	uint32_t skip_left;           /* real acquisitions before the next probe, 0 = not counting */
 	uint32_t fail_streak;         /* acquisitions in a row that fell back */
 	/* 1-in-N counting per lock: one counter for all locks would alias (two
@@ -205,12 +206,32 @@ struct elide_thread {
 static __thread struct elide_thread self;
 
 
-static inline struct lock_local *local_of(const struct lock_rec *rec)
+/*
+ * Slots are found by the lock's address (plus the side, for an rwlock's two
+ * records), not by its record: the fast path of a backed-off lock must not
+ * read the lock's cache line before glibc's atomic instruction does (that
+ * read fetches the line shared and the CAS pays a second transfer).
+ */
+static inline uintptr_t lock_key(const void *lock, bool write_side)
 {
-	uint32_t idx = rec_index(rec);
-	struct lock_local *l = &self.local[idx & (LOCAL_SLOTS - 1)];
+	return (uintptr_t)lock | (write_side ? 1u : 0u);
+}
 
-	if (unlikely(l->idx != idx)) {
+static inline struct lock_local *local_slot(uintptr_t key)
+{
+	/* Locks are 8-aligned; the side bit moves to the top of the index so
+	 * an rwlock's two sides never share a slot. */
+	return &self.local[((key >> 3) ^ (key >> 9) ^ ((key & 1) * (LOCAL_SLOTS / 2))) & (LOCAL_SLOTS - 1)];
+}
+
+static inline struct lock_local *local_of(const void *lock, const struct lock_rec *rec)
+{
+	uintptr_t key = lock_key(lock, rec->kind == LOCK_KIND_RWLOCK_WRITE);
+	struct lock_local *l = local_slot(key);
+	uint32_t idx = rec_index(rec);
+
+	if (unlikely(l->key != key || l->idx != idx)) {
+		l->key = key;
 		l->idx = idx;
 		l->skip_left = 0;
 		l->fail_streak = 0;
@@ -393,7 +414,7 @@ static void conflict_pause(unsigned attempt)
  */
 static __attribute__((noinline)) bool try_elide(void *lock, struct lock_rec *rec, enum elide_op op)
 {
-	struct lock_local *l = local_of(rec);
+	struct lock_local *l = local_of(lock, rec);
 	bool throttled = l->fail_streak >= STREAK_THROTTLE;
 	unsigned weight = throttled ? throttled_weight(l) : 1;
 	unsigned retries = throttled ? 0 : elide.opts.retries;
@@ -530,7 +551,7 @@ static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_
 
 	if (likely(gate == GATE_ELIDE))
 		return try_elide(lock, rec, op);
-	l = local_of(rec);
+	l = local_of(lock, rec);
 	if (gate > 0) {
 		if (l->skip_left == 0 || l->skip_left > (uint32_t)gate) {
 			/* A new span: when a probe turns elision back on, this
@@ -549,23 +570,23 @@ static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_
 
 /*
  * A backed-off lock in the middle of this thread's span: the acquisition is
- * real, inline, without the slow path.  The slow path starts each span and
- * probes at its end.
+ * real, straight from the fast path, found by the lock's address in this
+ * thread's slots (its record's gate is on a read-mostly line) without
+ * touching the lock itself.  The slow path starts each span and probes at
+ * its end.  A slot left from a lock destroyed and made again at the same
+ * address can only make one acquisition real that might have been elided.
  */
-static inline bool skips_backed_off(uint16_t idx)
+static inline bool skips_backed_off(uintptr_t key)
 {
-	struct lock_local *l;
+	struct lock_local *l = local_slot(key);
 	struct lock_rec *rec;
 	int32_t gate;
 
-	if (unlikely(idx >= elide.nrecs))
+	if (l->key != key || l->skip_left <= 1 || unlikely(l->idx >= elide.nrecs))
 		return false;
-	rec = &elide.recs[idx];
+	rec = &elide.recs[l->idx];
 	gate = atomic_load_explicit(&rec->gate, memory_order_relaxed);
-	if (gate <= 0)
-		return false;
-	l = &self.local[idx & (LOCAL_SLOTS - 1)];
-	if (l->idx != idx || l->skip_left <= 1 || l->skip_left > (uint32_t)gate)
+	if (gate <= 0 || l->skip_left > (uint32_t)gate)
 		return false;
 	l->skip_left--;
 	if (unlikely(sample_now(l)))
@@ -573,7 +594,7 @@ static inline bool skips_backed_off(uint16_t idx)
 	return true;
 }
 
-static inline void commit_elided(struct lock_rec *rec)
+static inline void commit_elided(void *lock, struct lock_rec *rec)
 {
 	_xend();
 	if (in_elided_section())
@@ -582,7 +603,7 @@ static inline void commit_elided(struct lock_rec *rec)
 		self.probe_rec = NULL;
 		rec_probe_committed(rec);
 	}
-	if (unlikely(sample_now(local_of(rec))))
+	if (unlikely(sample_now(local_of(lock, rec))))
 		rec_note_commit_sample(rec);
 }
 
@@ -695,19 +716,17 @@ static __attribute__((noinline)) int mutex_acquire_slow(pthread_mutex_t *m, cons
 static inline bool mutex_takes_fast_path(const pthread_mutex_t *m)
 {
 	uint8_t path = elide.path;
-	uint16_t idx;
 
 	if (likely(path == PATH_OFF))
 		return true;
 	if (path == PATH_TRACK_ALL)
 		return false;
+	if (skips_backed_off(lock_key(m, false)))
+		return true;
 	/* glibc writes this line next: ask for it exclusive now, or the read
 	 * below fetches it shared and glibc's CAS pays a second transfer. */
 	prefetch_for_write(m);
-	idx = glibc_mutex_idx_load(m);
-	if ((idx | mutex_word(m)) == 0)
-		return true;
-	return idx != 0 && skips_backed_off(idx);
+	return (glibc_mutex_idx_load(m) | mutex_word(m)) == 0;
 }
 
 _public_ int pthread_mutex_lock(pthread_mutex_t *m)
@@ -743,7 +762,7 @@ static __attribute__((noinline)) int mutex_unlock_maybe_elided(pthread_mutex_t *
 
 	if (!rec)
 		return real.mutex_unlock(m);
-	commit_elided(rec);
+	commit_elided(m, rec);
 	return 0;
 }
 
@@ -912,17 +931,15 @@ static __attribute__((noinline)) int rwlock_acquire_slow(pthread_rwlock_t *rw, e
 static inline bool rwlock_takes_fast_path(pthread_rwlock_t *rw, bool write)
 {
 	uint8_t path = elide.path;
-	uint16_t idx;
 
 	if (likely(path == PATH_OFF))
 		return true;
 	if (path == PATH_TRACK_ALL)
 		return false;
+	if (skips_backed_off(lock_key(rw, write)))
+		return true;
 	prefetch_for_write(rw); /* as for mutexes: glibc's atomic add comes next */
-	idx = __atomic_load_n(rwlock_idx_ptr(rw, write), __ATOMIC_RELAXED);
-	if (idx == 0)
-		return !rwlock_in_use(rw);
-	return skips_backed_off(idx);
+	return __atomic_load_n(rwlock_idx_ptr(rw, write), __ATOMIC_RELAXED) == 0 && !rwlock_in_use(rw);
 }
 
 _public_ int pthread_rwlock_rdlock(pthread_rwlock_t *rw)
@@ -995,7 +1012,7 @@ static __attribute__((noinline)) int rwlock_unlock_maybe_elided(pthread_rwlock_t
 
 	if (!rec)
 		return real.rwlock_unlock(rw);
-	commit_elided(rec);
+	commit_elided(rw, rec);
 	return 0;
 }
 
