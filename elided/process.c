@@ -853,12 +853,14 @@ static int adopt(struct elided *d, const char *name, bool quiet)
 		return r;
 	}
 	if (processes_of_uid(d, snap->process_uid) >= d->config->max_segments_per_uid) {
+		uid_t uid = snap->process_uid;
+
 		seg_snapshot_free(snap);
 		if (quiet)
 			return -EDQUOT;
-		log_uid(&d->ratelimit, snap->process_uid, LOG_WARNING,
+		log_uid(&d->ratelimit, uid, LOG_WARNING,
 			"ignoring %s: uid %u already has %u processes tracked (daemon.max_segments_per_uid)", name,
-			(unsigned)snap->process_uid, d->config->max_segments_per_uid);
+			(unsigned)uid, d->config->max_segments_per_uid);
 		d->unseen.over_cap_total++;
 		d->unseen.over_cap++;
 		return -EDQUOT;

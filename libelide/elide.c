@@ -205,7 +205,6 @@ struct elide_thread {
 
 static __thread struct elide_thread self;
 
-
 /*
  * Slots are found by the lock's address (plus the side, for an rwlock's two
  * records), not by its record: the fast path of a backed-off lock must not
