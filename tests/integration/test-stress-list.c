@@ -25,25 +25,9 @@ static _Atomic long inserts, removes, walk_errors;
 static _Atomic bool stop;
 static long ops = OPS;
 
-/*
- * ELIDE_TEST_OPS=N: N operations per thread instead of 250000 (for
- * tools/run-rtm-check's long runs); the watchdog grows in proportion.
- */
 static long ops_per_thread(void)
 {
-	const char *v = getenv("ELIDE_TEST_OPS");
-	char *end;
-	long n;
-
-	if (!v || !*v)
-		return OPS;
-	errno = 0;
-	n = strtol(v, &end, 10);
-	if (errno || *end || n < 1 || n > 1000000000000L)
-		fail("ELIDE_TEST_OPS='%s': expected an operation count from 1 to 10^12", v);
-	if (n > OPS)
-		watchdog((unsigned)(WATCHDOG_SECONDS * (n / OPS + 1)));
-	return n;
+	return test_ops_per_thread(OPS);
 }
 
 static void link_after(struct node *pos, struct node *n)

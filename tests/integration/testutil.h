@@ -120,6 +120,27 @@ static inline void watchdog(unsigned seconds)
 	alarm(seconds);
 }
 
+/*
+ * ELIDE_TEST_OPS=N: N operations per thread instead of `default_ops` (for
+ * tools/run-rtm-check's long runs); the watchdog grows in proportion.
+ */
+static inline long test_ops_per_thread(long default_ops)
+{
+	const char *v = getenv("ELIDE_TEST_OPS");
+	char *end;
+	long n;
+
+	if (!v || !*v)
+		return default_ops;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || *end || n < 1 || n > 1000000000000L)
+		fail("ELIDE_TEST_OPS='%s': expected an operation count from 1 to 10^12", v);
+	if (n > default_ops)
+		watchdog((unsigned)(WATCHDOG_SECONDS * (n / default_ops + 1)));
+	return n;
+}
+
 static inline bool env_has(const char *name, const char *needle)
 {
 	const char *v = getenv(name);
