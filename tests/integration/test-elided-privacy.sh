@@ -30,37 +30,7 @@ for_others forge "$forge"
 for_others listen "$listen"
 
 # ---- a bus like the system bus ------------------------------------------------
-cat > "$tmp/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=$tmp/bus.socket</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <deny own="*"/>
-    <deny send_type="method_call"/>
-    <allow send_type="signal"/>
-    <allow send_requested_reply="true" send_type="method_return"/>
-    <allow send_requested_reply="true" send_type="error"/>
-    <allow receive_type="method_call"/>
-    <allow receive_type="method_return"/>
-    <allow receive_type="error"/>
-    <allow receive_type="signal"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
-    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
-  </policy>
-  <include>$policy</include>
-</busconfig>
-CONF
-dbus-daemon --config-file="$tmp/bus.conf" --nofork --nopidfile --print-address=3 \
-	3>"$tmp/bus.address" 2>>"$tmp/bus.log" &
-bus=$!
-poll 10 test -s "$tmp/bus.address" || { cat "$tmp/bus.log" >&2; echo "FAIL: dbus-daemon did not start" >&2; exit 1; }
-DBUS_SYSTEM_BUS_ADDRESS=$(head -n1 "$tmp/bus.address")
-export DBUS_SYSTEM_BUS_ADDRESS
-chmod 777 "$tmp/bus.socket"
+start_system_like_bus "$policy"
 
 rundir="$tmp/run"
 mkdir -m 1777 "$rundir"

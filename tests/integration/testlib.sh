@@ -93,6 +93,43 @@ start_private_bus() {
   </policy>
 </busconfig>
 CONF
+	run_bus_daemon
+}
+
+# A bus whose policy is the system bus's defaults plus $1 (the shipped
+# policy file), for tests of what the policy allows.
+start_system_like_bus() {
+	local policy=$1
+
+	cat > "$tmp/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=$tmp/bus.socket</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+  </policy>
+  <include>$policy</include>
+</busconfig>
+CONF
+	run_bus_daemon
+}
+
+# dbus-daemon on $tmp/bus.conf; sets $bus and DBUS_SYSTEM_BUS_ADDRESS.
+run_bus_daemon() {
 	# dbus-daemon complains on stderr when it may not raise its fd limit.
 	dbus-daemon --config-file="$tmp/bus.conf" --nofork --nopidfile --print-address=3 \
 		3>"$tmp/bus.address" 2>>"$tmp/bus.log" &
