@@ -85,7 +85,7 @@ poll 15 mode_is "${pid_of[wl-exe-on]}" on && ok "exe rule: wl-exe-on runs mode=o
 poll 15 mode_is "${pid_of[wl-comm-off]}" off && ok "comm rule: wl-comm-off runs mode=off" || fail "comm rule not applied: $(seg_mode "${pid_of[wl-comm-off]}")"
 poll 15 mode_is "${pid_of[wl-user]}" off && ok "user rule: wl-user runs mode=off" || fail "user rule not applied: $(seg_mode "${pid_of[wl-user]}")"
 poll 15 mode_is "${pid_of[wl-plain]}" adaptive && ok "no rule: wl-plain stays adaptive" || fail "wl-plain mode $(seg_mode "${pid_of[wl-plain]}")"
-if poll 15 lock_reason_is "${pid_of[wl-lock]}" cache_lock elided; then
+if poll 30 lock_reason_is "${pid_of[wl-lock]}" cache_lock elided; then
 	ok "lock rule: cache_lock of wl-lock is off by elided"
 	by=$(lock_decider "${pid_of[wl-lock]}" cache_lock)
 	[ "$by" = config ] && ok "lock rule: decided by the configuration" || fail "cache_lock decided by '$by'"
