@@ -186,6 +186,10 @@ struct elided_lock {
 
 struct lock_local {
 	uintptr_t key;                /* lock_key() of the lock, 0 = slot unused */
+	/* Acquisitions this thread sends straight to glibc from the fast path
+	 * before it looks at the lock's record again: the fast path of a lock
+	 * that is not elided right now is a compare and a decrement. */
+	uint32_t burst;
 	uint32_t idx;                 /* its record index when the slot was filled */
 	uint32_t skip_left;           /* real acquisitions before the next probe, 0 = not counting */
 	uint32_t fail_streak;         /* acquisitions in a row that fell back */
@@ -194,6 +198,10 @@ struct lock_local {
 	uint32_t sample_count;        /* drives 1-in-opts.sample counting */
 	uint32_t throttled_count;     /* drives 1-in-THROTTLED_SAMPLE counting */
 };
+
+/* The longest burst: a policy or gate change reaches a thread within this
+ * many of its acquisitions, and its counts run at most this far ahead. */
+#define BURST_MAX 64
 
 struct elide_thread {
 	unsigned depth;
@@ -216,22 +224,28 @@ static inline uintptr_t lock_key(const void *lock, bool write_side)
 	return (uintptr_t)lock | (write_side ? 1u : 0u);
 }
 
-static inline struct lock_local *local_slot(uintptr_t key)
+static inline struct lock_local *local_slot(const void *lock, bool write_side)
 {
-	/* Locks are 8-aligned; the side bit moves to the top of the index so
-	 * an rwlock's two sides never share a slot. */
-	return &self.local[((key >> 3) ^ (key >> 9) ^ ((key & 1) * (LOCAL_SLOTS / 2))) & (LOCAL_SLOTS - 1)];
+	uintptr_t addr = (uintptr_t)lock;
+
+	/* Locks are 8-aligned; the side picks a half of the slots so an
+	 * rwlock's two sides never share one (for a mutex it folds away). */
+	return &self.local[((addr >> 3) ^ (addr >> 9) ^ (write_side ? LOCAL_SLOTS / 2 : 0)) & (LOCAL_SLOTS - 1)];
 }
+
+_Static_assert(sizeof(struct lock_local) == 32, "a lock slot is half a cache line");
 
 static inline struct lock_local *local_of(const void *lock, const struct lock_rec *rec)
 {
-	uintptr_t key = lock_key(lock, rec->kind == LOCK_KIND_RWLOCK_WRITE);
-	struct lock_local *l = local_slot(key);
+	bool write_side = rec->kind == LOCK_KIND_RWLOCK_WRITE;
+	uintptr_t key = lock_key(lock, write_side);
+	struct lock_local *l = local_slot(lock, write_side);
 	uint32_t idx = rec_index(rec);
 
 	if (unlikely(l->key != key || l->idx != idx)) {
 		l->key = key;
 		l->idx = idx;
+		l->burst = 0;
 		l->skip_left = 0;
 		l->fail_streak = 0;
 	}
@@ -523,26 +537,51 @@ static __attribute__((noinline)) bool probe_elide(void *lock, struct lock_rec *r
 }
 
 /*
+ * A tracked lock that is not elided now (backed off, or off by policy):
+ * this acquisition is real, and so are the next `burst` of this thread,
+ * which the fast path sends straight to glibc.  A backed-off lock's burst
+ * ends before the span does, so the probe at the span's end runs here.
+ * Counts are exact and written once per burst (two shared adds per up to
+ * BURST_MAX + 1 acquisitions); a lock still being watched for contention
+ * gets no burst (each acquisition looks at the lock) and is sampled.
+ */
+static __attribute__((noinline)) void grant_burst(struct lock_local *l, struct lock_rec *rec, int32_t gate)
+{
+	uint32_t n = 0;
+
+	/* Inside an elided section a shared write would join the outer
+	 * transaction's write set, and a relock of an rwlock held elided must
+	 * reach the slow path: no burst, no count. */
+	if (in_elided_section()) {
+		l->burst = 0;
+		return;
+	}
+	if (gate > 0 && l->skip_left > 1)
+		n = l->skip_left - 1 < BURST_MAX ? l->skip_left - 1 : BURST_MAX;
+	else if (gate == GATE_NEVER)
+		n = BURST_MAX;
+	l->skip_left -= gate > 0 ? n : 0;
+	l->burst = n;
+	if (n == 0 && !sample_now(l))
+		return;
+	if (elide.opts.stats) {
+		uint64_t count = n ? n + 1 : elide.opts.sample;
+
+		rec_count(rec, STAT_ACQUIRED, count);
+		if (gate > 0)
+			rec_count(rec, STAT_SKIPPED, count);
+	}
+	/* Also repairs a state copy that a racing writer left stale. */
+	rec_publish_state(rec);
+	segment_poll_control();
+}
+
+/*
  * Decide for a tracked lock (one with a record).  Returns true when the
  * section now runs elided; false means "take the real lock" (and the
  * acquisition was already counted).  A backed-off lock is counted down per
  * thread: no shared write per acquisition.
  */
-/* 1 in opts.sample real acquisitions of a tracked lock: counts, and a look
- * for decisions from elided. */
-static __attribute__((noinline, cold)) void count_real_acquisitions(struct lock_rec *rec, int32_t gate)
-{
-	/* Inside an elided section a shared write would join the outer
-	 * transaction's write set: count only outside. */
-	if (in_elided_section())
-		return;
-	rec_count(rec, STAT_ACQUIRED, elide.opts.sample);
-	if (gate > 0)
-		rec_count(rec, STAT_SKIPPED, elide.opts.sample);
-	rec_publish_state(rec);
-	segment_poll_control();
-}
-
 static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_op op)
 {
 	int32_t gate = atomic_load_explicit(&rec->gate, memory_order_relaxed);
@@ -562,34 +601,27 @@ static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_
 		if (--l->skip_left == 0 && !in_elided_section())
 			return probe_elide(lock, rec, op, gate, l);
 	}
-	if (unlikely(sample_now(l)))
-		count_real_acquisitions(rec, gate);
+	grant_burst(l, rec, gate);
 	return false;
 }
 
 /*
- * A backed-off lock in the middle of this thread's span: the acquisition is
- * real, straight from the fast path, found by the lock's address in this
- * thread's slots (its record's gate is on a read-mostly line) without
- * touching the lock itself.  The slow path starts each span and probes at
- * its end.  A slot left from a lock destroyed and made again at the same
- * address can only make one acquisition real that might have been elided.
+ * The fast path of a tracked lock in the middle of a burst: found by the
+ * lock's address in this thread's slots, without touching the lock's line
+ * (glibc's atomic instruction is the first to) or its record.  A slot left
+ * from a lock destroyed and made again at the same address sends at most
+ * a burst of acquisitions to glibc that might have been elided: always
+ * correct.  Inside an elided section the slow path decides (an rwlock's
+ * relock must be seen there).
  */
-static inline bool skips_backed_off(uintptr_t key)
+static inline bool takes_burst(const void *lock, bool write_side)
 {
-	struct lock_local *l = local_slot(key);
-	struct lock_rec *rec;
-	int32_t gate;
+	struct lock_local *l = local_slot(lock, write_side);
+	uintptr_t key = lock_key(lock, write_side);
 
-	if (l->key != key || l->skip_left <= 1 || unlikely(l->idx >= elide.nrecs))
+	if (l->key != key || l->burst == 0 || in_elided_section())
 		return false;
-	rec = &elide.recs[l->idx];
-	gate = atomic_load_explicit(&rec->gate, memory_order_relaxed);
-	if (gate <= 0 || l->skip_left > (uint32_t)gate)
-		return false;
-	l->skip_left--;
-	if (unlikely(sample_now(l)))
-		count_real_acquisitions(rec, gate);
+	l->burst--;
 	return true;
 }
 
@@ -720,7 +752,7 @@ static inline bool mutex_takes_fast_path(const pthread_mutex_t *m)
 		return true;
 	if (path == PATH_TRACK_ALL)
 		return false;
-	if (skips_backed_off(lock_key(m, false)))
+	if (takes_burst(m, false))
 		return true;
 	/* glibc writes this line next: ask for it exclusive now, or the read
 	 * below fetches it shared and glibc's CAS pays a second transfer. */
@@ -935,7 +967,7 @@ static inline bool rwlock_takes_fast_path(pthread_rwlock_t *rw, bool write)
 		return true;
 	if (path == PATH_TRACK_ALL)
 		return false;
-	if (skips_backed_off(lock_key(rw, write)))
+	if (takes_burst(rw, write))
 		return true;
 	prefetch_for_write(rw); /* as for mutexes: glibc's atomic add comes next */
 	return __atomic_load_n(rwlock_idx_ptr(rw, write), __ATOMIC_RELAXED) == 0 && !rwlock_in_use(rw);
