@@ -42,7 +42,7 @@ for name in wl-exe-on wl-comm-off wl-user wl-lock wl-plain; do
 done
 
 start_daemon() {
-	"$elided" --config "$tmp/elide.conf" --runtime-dir "$rundir" >>"$tmp/elided.log" 2>&1 &
+	"$elided" --verbose --config "$tmp/elide.conf" --runtime-dir "$rundir" >>"$tmp/elided.log" 2>&1 &
 	daemon=$!
 	poll 10 "${B[@]}" get-property $NAME $OBJ $IFACE Version || { cat "$tmp/elided.log" >&2; echo "FAIL: elided did not come up on the bus" >&2; exit 1; }
 }
@@ -98,6 +98,8 @@ if poll 30 lock_reason_is "${pid_of[wl-lock]}" cache_lock elided; then
 	esac
 else
 	fail "lock rule not applied: cache_lock reason '$(lock_reason "${pid_of[wl-lock]}" cache_lock)'"
+	"$elidectl" show "${pid_of[wl-lock]}" --runtime-dir "$rundir" --json >&2
+	grep -E "pid ${pid_of[wl-lock]}|symboli|cache_lock" "$tmp/elided.log" | tail -40 >&2
 fi
 
 # ---- runtime override and reset ---------------------------------------------
@@ -196,6 +198,6 @@ else
 fi
 poll 15 bash -c "! ls '$rundir' | grep -q '^$victim-'" && ok "its stale segment was removed" || fail "stale segment of $victim left in $rundir"
 
-echo "---- elided log ----"
-cat "$tmp/elided.log"
+echo "---- elided log (debug, without libbpf's) ----"
+grep -v "libbpf: " "$tmp/elided.log"
 tl_finish elided
