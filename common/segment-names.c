@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * One vocabulary for the segment's enums, shared by libelide's exit report,
- * elided and elidectl so they all read alike.
+ * elided and elidectl so they all read alike; and the one reading of a
+ * segment's file name, shared by elided (adoption, stale files) and
+ * libelide (its own sweep of stale files when no elided runs).
  */
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
 #include "macros.h"
 #include "segment-names.h"
 
@@ -71,4 +77,56 @@ const char *seg_mode_to_string(uint32_t mode)
 	};
 
 	return mode < ARRAY_SIZE(names) ? names[mode] : "?";
+}
+
+/* Canonical decimal: digits only, no sign, no leading zero, no overflow. */
+const char *seg_parse_u64(const char *s, uint64_t *ret)
+{
+	uint64_t v = 0;
+	const char *p = s;
+
+	if (*p < '0' || *p > '9')
+		return NULL;
+	if (*p == '0' && p[1] >= '0' && p[1] <= '9')
+		return NULL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		unsigned d = (unsigned)(*p - '0');
+
+		if (v > (UINT64_MAX - d) / 10)
+			return NULL;
+		v = v * 10 + d;
+	}
+	*ret = v;
+	return p;
+}
+
+int seg_parse_name(const char *name, pid_t *pid, uint64_t *start_time)
+{
+	uint64_t p, t;
+	const char *s;
+
+	if (!name)
+		return -EINVAL;
+	s = seg_parse_u64(name, &p);
+	if (!s || p < 1 || p > INT_MAX || *s != '-')
+		return -EINVAL;
+	s = seg_parse_u64(s + 1, &t);
+	if (!s)
+		return -EINVAL;
+	/* "-GEN": a later image of the same process whose earlier segment it
+	 * could not replace (an exec after dropping privileges). */
+	if (*s == '-') {
+		uint64_t gen;
+
+		s = seg_parse_u64(s + 1, &gen);
+		if (!s || gen < 1 || gen > ELIDE_SEG_MAX_GENERATION)
+			return -EINVAL;
+	}
+	if (strcmp(s, ELIDE_SEG_SUFFIX) != 0)
+		return -EINVAL;
+	if (pid)
+		*pid = (pid_t)p;
+	if (start_time)
+		*start_time = t;
+	return 0;
 }

@@ -54,58 +54,6 @@ static int seg_error(char *err, size_t errlen, int r, const char *file, const ch
 	return r;
 }
 
-/* Canonical decimal: digits only, no sign, no leading zero, no overflow. */
-static const char *parse_u64(const char *s, uint64_t *ret)
-{
-	uint64_t v = 0;
-	const char *p = s;
-
-	if (*p < '0' || *p > '9')
-		return NULL;
-	if (*p == '0' && p[1] >= '0' && p[1] <= '9')
-		return NULL;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		unsigned d = (unsigned)(*p - '0');
-
-		if (v > (UINT64_MAX - d) / 10)
-			return NULL;
-		v = v * 10 + d;
-	}
-	*ret = v;
-	return p;
-}
-
-int seg_parse_name(const char *name, pid_t *pid, uint64_t *start_time)
-{
-	uint64_t p, t;
-	const char *s;
-
-	if (!name)
-		return -EINVAL;
-	s = parse_u64(name, &p);
-	if (!s || p < 1 || p > INT_MAX || *s != '-')
-		return -EINVAL;
-	s = parse_u64(s + 1, &t);
-	if (!s)
-		return -EINVAL;
-	/* "-GEN": a later image of the same process whose earlier segment it
-	 * could not replace (an exec after dropping privileges). */
-	if (*s == '-') {
-		uint64_t gen;
-
-		s = parse_u64(s + 1, &gen);
-		if (!s || gen < 1 || gen > ELIDE_SEG_MAX_GENERATION)
-			return -EINVAL;
-	}
-	if (strcmp(s, ELIDE_SEG_SUFFIX) != 0)
-		return -EINVAL;
-	if (pid)
-		*pid = (pid_t)p;
-	if (start_time)
-		*start_time = t;
-	return 0;
-}
-
 /*
  * Read a /proc/<pid> file into buf, NUL-terminated: whole (-EFBIG when it
  * does not fit), or only its first size - 1 bytes.
@@ -159,7 +107,7 @@ int seg_proc_start_time(const char *proc_root, pid_t pid, uint64_t *start_time)
 		return r;
 	/* "pid (comm) state ..."; comm may hold spaces and ')' but is followed
 	 * by the last ')' of the line. */
-	s = parse_u64(buf, &v);
+	s = seg_parse_u64(buf, &v);
 	if (!s || v != (uint64_t)pid || strncmp(s, " (", 2) != 0)
 		return -EBADMSG;
 	p = strrchr(buf, ')');
@@ -173,7 +121,7 @@ int seg_proc_start_time(const char *proc_root, pid_t pid, uint64_t *start_time)
 			return -EBADMSG;
 		s++;
 	}
-	s = parse_u64(s, &v);
+	s = seg_parse_u64(s, &v);
 	if (!s || (*s != ' ' && *s != '\n'))
 		return -EBADMSG;
 	*start_time = v;
@@ -204,10 +152,10 @@ int seg_proc_uid(const char *proc_root, pid_t pid, uid_t *uid)
 	s += 4;
 	if (*s != '\t')
 		return -EBADMSG;
-	s = parse_u64(s + 1, &real);
+	s = seg_parse_u64(s + 1, &real);
 	if (!s || *s != '\t')
 		return -EBADMSG;
-	s = parse_u64(s + 1, &euid);
+	s = seg_parse_u64(s + 1, &euid);
 	if (!s || *s != '\t' || euid > (uid_t)-1 - 1)
 		return -EBADMSG;
 	*uid = (uid_t)euid;

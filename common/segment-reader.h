@@ -64,9 +64,7 @@ enum seg_read_flags {
 	SEG_READ_HOT_ONLY = 1 << 2,
 };
 
-/* "<pid>-<starttime>.seg" or "<pid>-<starttime>-<gen>.seg" → pid, start time.
- * -EINVAL for any other name. */
-int seg_parse_name(const char *name, pid_t *pid, uint64_t *start_time);
+/* seg_parse_name(): segment-names.h. */
 
 /* Field 22 of /proc/<pid>/stat (under `proc_root`, NULL = "/proc"). */
 int seg_proc_start_time(const char *proc_root, pid_t pid, uint64_t *start_time);
