@@ -151,6 +151,8 @@ struct lock_rec *registry_attach(void *lock, uint16_t *idx_ptr, enum lock_kind k
 struct lock_rec *registry_attach_own(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite,
 				     bool *created) _hidden_;
 void registry_detach(uint16_t *idx_ptr) _hidden_;
+uint32_t registry_records_end(void) _hidden_;
+void registry_republish(uint32_t end) _hidden_;
 static inline uint32_t rec_index(const struct lock_rec *rec)
 {
 	return (uint32_t)(rec - elide.recs);
@@ -187,8 +189,23 @@ void segment_init(void) _hidden_;
 int segment_reserve(uint32_t idx) _hidden_;
 void segment_fini(void) _hidden_;
 void segment_fork_child(void) _hidden_;
+void segment_make_lazy(void) _hidden_;
 void segment_publish_status(void) _hidden_;
 void segment_poll_control_slow(void) _hidden_;
+
+/*
+ * elide.control_seen in a forked child that has no segment file yet (its
+ * private copy's generation is 0): every look for decisions then takes the
+ * slow path, which makes the file.
+ */
+#define SEG_CONTROL_LAZY UINT64_MAX
+
+/* Something to publish: a forked child makes its segment file now. */
+static inline void segment_need(void)
+{
+	if (unlikely(__atomic_load_n(&elide.control_seen, __ATOMIC_RELAXED) == SEG_CONTROL_LAZY))
+		segment_make_lazy();
+}
 
 /* Called on sampled paths: decisions from elided arrive without a syscall. */
 static inline void segment_poll_control(void)

@@ -199,8 +199,11 @@ static void rec_publish(struct lock_rec *rec, void *lock)
 	uint32_t idx = rec_index(rec);
 	uint32_t high;
 
-	e->addr = (uint64_t)(uintptr_t)lock;
+	/* The record first, then its entry: a forked child making its segment
+	 * file meanwhile (registry_republish()) either sees the record or
+	 * misses it, and then these writes land in the file. */
 	atomic_store_explicit(&rec->addr, lock, memory_order_release);
+	e->addr = (uint64_t)(uintptr_t)lock;
 	rec_publish_state(rec);
 	__atomic_store_n(&e->kind, (uint32_t)rec->kind, __ATOMIC_RELEASE);
 	high = __atomic_load_n(&elide.seg_header->lock_high_water, __ATOMIC_RELAXED);
@@ -211,29 +214,38 @@ static void rec_publish(struct lock_rec *rec, void *lock)
 
 /*
  * The lock's own record, created when the lock has none; NULL when the
- * table (or the runtime directory) is full.  Two threads may race on the
- * first contention of one lock: the one whose CAS publishes the index wins
- * and the other returns its spare record.  *created says whether this call
- * made the record.  An index that is not a record of its own (the
- * overflow's, or garbage in memory reused without pthread_*_init) is left
- * alone and answered with NULL.
+ * table (or the runtime directory) is full, *err then -ENOSPC (or the
+ * reservation's error), or -EAGAIN when a forked child's segment file is
+ * being made by another thread this moment and the record would lie beyond
+ * it.  Two threads may race on the first contention of one lock: the one
+ * whose CAS publishes the index wins and the other returns its spare
+ * record.  *created says whether this call made the record.  An index that
+ * is not a record of its own (the overflow's, or garbage in memory reused
+ * without pthread_*_init) is left alone and answered with NULL.
  */
-struct lock_rec *registry_attach_own(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite,
-				     bool *created)
+static struct lock_rec *attach_own(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite,
+				   bool *created, int *err)
 {
-	uint16_t idx = __atomic_load_n(idx_ptr, __ATOMIC_ACQUIRE);
+	uint16_t idx;
 	uint32_t fresh;
+	int r;
 
 	if (created)
 		*created = false;
+	*err = -ENOSPC;
+	/* A record to publish: a forked child makes its segment file first. */
+	segment_need();
+	idx = __atomic_load_n(idx_ptr, __ATOMIC_ACQUIRE);
 	if (idx)
 		return idx > REC_OVERFLOW && idx < elide.nrecs ? &elide.recs[idx] : NULL;
 	fresh = rec_alloc();
 	if (!fresh)
 		return NULL;
-	if (segment_reserve(fresh) < 0) {
-		/* No room in the runtime directory for its entry. */
+	r = segment_reserve(fresh);
+	if (r < 0) {
+		/* No room in the runtime directory for its entry, or not now. */
 		free_push(fresh);
+		*err = r;
 		return NULL;
 	}
 	rec_reset(&elide.recs[fresh], kind, callsite);
@@ -248,18 +260,69 @@ struct lock_rec *registry_attach_own(void *lock, uint16_t *idx_ptr, enum lock_ki
 	return &elide.recs[fresh];
 }
 
+struct lock_rec *registry_attach_own(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite,
+				     bool *created)
+{
+	int err;
+
+	return attach_own(lock, idx_ptr, kind, callsite, created, &err);
+}
+
 /* The lock's record, or the shared overflow record when the table is full. */
 struct lock_rec *registry_attach(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite)
 {
-	struct lock_rec *rec = registry_attach_own(lock, idx_ptr, kind, callsite, NULL);
+	int err;
+	struct lock_rec *rec = attach_own(lock, idx_ptr, kind, callsite, NULL, &err);
 	uint16_t idx = 0;
 
 	if (rec)
 		return rec;
+	/* Not now (a forked child's file is being made): this acquisition
+	 * counts in the overflow record, and the lock gets its own record when
+	 * next contended. */
+	if (err == -EAGAIN)
+		return &elide.recs[REC_OVERFLOW];
 	if (!__atomic_compare_exchange_n(idx_ptr, &idx, (uint16_t)REC_OVERFLOW, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE))
 		return rec_of_idx(idx);
 	return &elide.recs[REC_OVERFLOW];
+}
+
+/* Records handed out so far lie below this index. */
+uint32_t registry_records_end(void)
+{
+	return atomic_load_explicit(&next_unused, memory_order_seq_cst);
+}
+
+/*
+ * A forked child's segment file has just replaced its private copy, and
+ * other threads may have written lock entries into the copy after it was
+ * copied: publish every live record's identity and state again (records
+ * below `end`).  A record published after we look writes its entry into
+ * the file itself (rec_publish() stores the record before the entry).
+ */
+void registry_republish(uint32_t end)
+{
+	if (end > elide.nrecs)
+		end = elide.nrecs;
+	for (uint32_t i = REC_OVERFLOW + 1; i < end; i++) {
+		struct lock_rec *rec = &elide.recs[i];
+		void *lock = atomic_load_explicit(&rec->addr, memory_order_acquire);
+		struct elide_seg_lock *e = &elide.seg_locks[i];
+		uint32_t high;
+
+		if (!lock)
+			continue;
+		if (__atomic_load_n(&e->addr, __ATOMIC_RELAXED) != (uint64_t)(uintptr_t)lock)
+			__atomic_store_n(&e->addr, (uint64_t)(uintptr_t)lock, __ATOMIC_RELAXED);
+		rec_publish_state(rec);
+		if (__atomic_load_n(&e->kind, __ATOMIC_RELAXED) != rec->kind)
+			__atomic_store_n(&e->kind, (uint32_t)rec->kind, __ATOMIC_RELEASE);
+		high = __atomic_load_n(&elide.seg_header->lock_high_water, __ATOMIC_RELAXED);
+		while (i >= high && !__atomic_compare_exchange_n(&elide.seg_header->lock_high_water, &high, i + 1,
+								 true, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			;
+	}
 }
 
 /*
@@ -385,6 +448,7 @@ void rec_note_contended(struct lock_rec *rec)
 	int32_t watch = GATE_WATCH;
 	uint32_t n;
 
+	segment_need();
 	rec_count(rec, STAT_CONTENDED, 1);
 	if (!rec_adapts(rec))
 		return;
@@ -456,6 +520,7 @@ void rec_note_abort(struct lock_rec *rec, uint32_t status, uint64_t cycles, unsi
 	uint32_t aborts;
 	uint64_t commits;
 
+	segment_need();
 	rec_count(rec, STAT_ABORT_FIRST + cause, weight);
 	rec_count(rec, STAT_ATTEMPTS, weight);
 	if (cycles)

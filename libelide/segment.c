@@ -1,14 +1,23 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * The process's shared-memory segment (segment-format.h): created at
- * start-up in the runtime directory, replaced in a forked child, removed at
- * normal exit.  When it cannot be created, an anonymous mapping of the same
- * layout stands in: statistics stay private (the exit report still works)
- * and the program runs on.
+ * start-up in the runtime directory, removed at normal exit.  When it cannot
+ * be created, an anonymous mapping of the same layout stands in: statistics
+ * stay private (the exit report still works) and the program runs on.
+ *
+ * A forked child gets no file at fork: it carries on in a private copy (the
+ * parent's locks, none of its counts) and makes its file the first time it
+ * has something to publish: a lock record of its own, a contended or
+ * aborting tracked lock, a sampled count, a name from elide.h.  A child that
+ * only execs or exits never makes one.  Whoever makes a file also removes a
+ * few stale ones of its own uid (sweep_stale()): without elided, files of
+ * processes that ended without destructors (_exit, SIGKILL) do not pile up.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,19 +28,34 @@
 
 #include "elide-internal.h"
 #include "log.h"
+#include "segment-names.h"
+
+/*
+ * seg.state.  SEG_CREATING carries, in the bits above SEG_STATE_BITS, how
+ * many lock entries the file being made will have pages for: one atomic
+ * word, so a thread that sees the state sees the bound with it.
+ */
+enum seg_state {
+	SEG_PRIVATE = 0,   /* the anonymous stand-in, for good (stats=0, no file could be made) */
+	SEG_FILE = 1,      /* the process's own file, mapped shared */
+	SEG_LAZY = 2,      /* a forked child's private copy; the file comes at first need */
+	SEG_CREATING = 3,  /* one thread is making the file (segment_make_lazy()) */
+};
+#define SEG_STATE_BITS 8
+#define SEG_STATE(word) ((word) & ((1u << SEG_STATE_BITS) - 1))
 
 static struct {
 	void *base;
 	size_t size;
-	bool file_backed;
+	_Atomic uint32_t state;   /* enum seg_state, and the bound while SEG_CREATING */
 	pid_t owner;              /* the pid whose file this is */
-	int dirfd;                /* open between create_file() and publish_file() */
 	dev_t dev;                /* the segment file's identity, to find it again */
 	ino_t ino;
 	_Atomic uint32_t reserved; /* lock entries [0, reserved) have their pages */
+	_Atomic bool fini;        /* the destructor ran: a file made later goes at once */
 	char name[64];
 	char path[PATH_MAX];
-} seg = { .dirfd = -1 };
+} seg;
 
 /* Set while one thread applies elided's control block. */
 static atomic_flag control_busy = ATOMIC_FLAG_INIT;
@@ -85,16 +109,22 @@ static int reserve_range(size_t from, size_t to)
 /*
  * Make sure entry `idx` has its pages (file-backed segments reserve in
  * doublings).  Called on the slow path that creates a lock record, possibly
- * by several threads at once (reserving twice is harmless).  errno is the
- * program's: kept as it was.
+ * by several threads at once (reserving twice is harmless).  -EAGAIN while
+ * another thread makes a forked child's file and the entry lies beyond what
+ * that file will have reserved: the caller does not publish this lock this
+ * time.  errno is the program's: kept as it was.
  */
 int segment_reserve(uint32_t idx)
 {
-	uint32_t have = atomic_load_explicit(&seg.reserved, memory_order_acquire);
-	uint32_t want;
+	uint32_t have, want, state = atomic_load(&seg.state);
 	int saved_errno, r;
 
-	if (!seg.file_backed || idx < have)
+	if (SEG_STATE(state) == SEG_CREATING)
+		return idx < state >> SEG_STATE_BITS ? 0 : -EAGAIN;
+	if (state != SEG_FILE)
+		return 0; /* private memory: nothing to reserve */
+	have = atomic_load_explicit(&seg.reserved, memory_order_acquire);
+	if (idx < have)
 		return 0;
 	want = have;
 	while (want <= idx)
@@ -137,13 +167,20 @@ static int read_all(int fd, char *buf, size_t size)
 	return (int)len;
 }
 
-/* Field 22 of /proc/self/stat, counted after the ")" that ends comm. */
-static int read_start_time(uint64_t *ret)
+/*
+ * Field 22 of /proc/<pid>/stat (pid 0: /proc/self/stat), counted after the
+ * ")" that ends comm; the number lies well inside the first KiB.  -ENOENT
+ * or -ESRCH: no such process.  A small stack: this may run in a signal
+ * handler that makes a forked child's file.
+ */
+static int read_start_time(pid_t pid, uint64_t *ret)
 {
 	char buf[1024], *p;
 	int fd, r;
 
-	fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (pid)
+		snprintf(buf, sizeof(buf), "/proc/%d/stat", (int)pid);
+	fd = open(pid ? buf : "/proc/self/stat", O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
 	r = read_all(fd, buf, sizeof(buf));
@@ -196,11 +233,13 @@ static void fill_header(struct elide_seg_header *h, uint64_t start_time)
 }
 
 /*
- * Create <dir>/<pid>-<starttime>.seg.new, owner-only, and map it.  The
- * caller fills the header and then publish_file() renames it into place, so
- * a reader never sees a half-written segment under the real name.
+ * Create <dir>/<pid>-<starttime>.seg.new, owner-only, with the pages of its
+ * first `reserve` lock entries, and map it.  The caller fills it and then
+ * publish_file() renames it into place, so a reader never sees a
+ * half-written segment under the real name.  *dfd: the directory, open
+ * until the caller closes it.
  */
-static int create_file(const char *dir, uint64_t start_time, void **ret)
+static int create_file(const char *dir, uint64_t start_time, uint32_t reserve, void **ret, int *dfd_ret)
 {
 	struct stat st;
 	char tmp[80];
@@ -235,7 +274,7 @@ static int create_file(const char *dir, uint64_t start_time, void **ret)
 	 */
 	r = ftruncate(fd, (off_t)seg.size) < 0 ? -errno : 0;
 	if (r == 0)
-		r = -posix_fallocate(fd, 0, (off_t)entries_end(SEG_RESERVE_FIRST));
+		r = -posix_fallocate(fd, 0, (off_t)entries_end(reserve));
 	if (r == 0)
 		r = fstat(fd, &st) < 0 ? -errno : 0;
 	if (r == 0) {
@@ -250,13 +289,12 @@ static int create_file(const char *dir, uint64_t start_time, void **ret)
 		close(dfd);
 		return r;
 	}
-	seg.dirfd = dfd;
 	seg.dev = st.st_dev;
 	seg.ino = st.st_ino;
-	atomic_store_explicit(&seg.reserved, SEG_RESERVE_FIRST < elide.nrecs ? SEG_RESERVE_FIRST : elide.nrecs,
-			      memory_order_relaxed);
+	atomic_store_explicit(&seg.reserved, reserve < elide.nrecs ? reserve : elide.nrecs, memory_order_relaxed);
 	snprintf(seg.path, sizeof(seg.path), "%s/%s", dir, seg.name);
 	*ret = p;
+	*dfd_ret = dfd;
 	return 0;
 }
 
@@ -265,7 +303,7 @@ static int create_file(const char *dir, uint64_t start_time, void **ret)
  * an earlier image of this very process (exec keeps pid and start time): it
  * is replaced when it is a regular file of ours.
  */
-static int publish_file(void)
+static int publish_file(int dfd)
 {
 	char tmp[80], base[64];
 	struct stat st;
@@ -273,11 +311,11 @@ static int publish_file(void)
 
 	snprintf(tmp, sizeof(tmp), "%s.new", seg.name);
 	snprintf(base, sizeof(base), "%s", seg.name);
-	if (renameat2(seg.dirfd, tmp, seg.dirfd, seg.name, RENAME_NOREPLACE) < 0) {
+	if (renameat2(dfd, tmp, dfd, seg.name, RENAME_NOREPLACE) < 0) {
 		r = -errno;
-		if (r == -EEXIST && fstatat(seg.dirfd, seg.name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    S_ISREG(st.st_mode) && st.st_uid == geteuid() && unlinkat(seg.dirfd, seg.name, 0) == 0)
-			r = renameat2(seg.dirfd, tmp, seg.dirfd, seg.name, RENAME_NOREPLACE) < 0 ? -errno : 0;
+		if (r == -EEXIST && fstatat(dfd, seg.name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st.st_mode) && st.st_uid == geteuid() && unlinkat(dfd, seg.name, 0) == 0)
+			r = renameat2(dfd, tmp, dfd, seg.name, RENAME_NOREPLACE) < 0 ? -errno : 0;
 	}
 	/* The earlier image's file is not ours to replace (it ran as root, we
 	 * dropped privileges before exec): publish under a generation. */
@@ -285,19 +323,126 @@ static int publish_file(void)
 		size_t len = strlen(base) - strlen(ELIDE_SEG_SUFFIX);
 
 		snprintf(seg.name, sizeof(seg.name), "%.*s-%u%s", (int)len, base, gen, ELIDE_SEG_SUFFIX);
-		r = renameat2(seg.dirfd, tmp, seg.dirfd, seg.name, RENAME_NOREPLACE) < 0 ? -errno : 0;
+		r = renameat2(dfd, tmp, dfd, seg.name, RENAME_NOREPLACE) < 0 ? -errno : 0;
 	}
 	if (r < 0)
-		unlinkat(seg.dirfd, tmp, 0);
+		unlinkat(dfd, tmp, 0);
 	else if (strcmp(seg.name, base)) {
 		char *slash = strrchr(seg.path, '/');
 
 		if (slash)
 			snprintf(slash + 1, sizeof(seg.path) - (size_t)(slash + 1 - seg.path), "%s", seg.name);
 	}
-	close(seg.dirfd);
-	seg.dirfd = -1;
 	return r;
+}
+
+/*
+ * Stale segments, removed by whoever makes a segment, so that they do not
+ * pile up where no elided runs (elided removes them too, at once, when it
+ * does).  Bounded work, whatever the directory holds:
+ *   - at most SWEEP_NAMES directory entries are read;
+ *   - among the segment names there (and "<name>.new" leftovers of a
+ *     creation that died), SWEEP_CHECKS are picked at random (reservoir
+ *     sampling: a directory with more live segments than that still gets its
+ *     stale ones found, over several creations);
+ *   - each is checked with elided's rule: a regular file (never a symlink)
+ *     of our own effective uid whose process is gone: no process with the
+ *     name's pid, or one with another start time (/proc/<pid>/stat);
+ *   - at most SWEEP_REMOVALS are removed.
+ * Another uid's files are never touched (and the runtime directory is
+ * sticky: the kernel would refuse anyway).  No allocation: the buffers are
+ * static, used by one sweep at a time (the others skip theirs).
+ */
+#define SWEEP_NAMES 512u
+#define SWEEP_CHECKS 16u
+#define SWEEP_REMOVALS 8u
+#define SWEEP_NAME_MAX 64u
+
+static struct {
+	char dirents[4096] __attribute__((aligned(8)));
+	char names[SWEEP_CHECKS][SWEEP_NAME_MAX];
+} sweep;
+static atomic_flag sweep_busy = ATOMIC_FLAG_INIT;
+
+/* A segment (or unfinished segment) name of another process: its pid and start time. */
+static bool sweep_candidate(const char *name, pid_t self, pid_t *pid, uint64_t *start)
+{
+	char base[SWEEP_NAME_MAX];
+	size_t len = strlen(name);
+
+	if (len >= sizeof(base))
+		return false;
+	memcpy(base, name, len + 1);
+	if (len > 4 && !strcmp(base + len - 4, ".new"))
+		base[len - 4] = '\0';
+	return seg_parse_name(base, pid, start) == 0 && *pid != self;
+}
+
+static bool sweep_is_stale(int dfd, const char *name, uid_t uid)
+{
+	struct stat st;
+	uint64_t start, now;
+	pid_t pid;
+	int r;
+
+	if (!sweep_candidate(name, 0, &pid, &start))
+		return false;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) || st.st_uid != uid)
+		return false;
+	r = read_start_time(pid, &now);
+	if (r == 0)
+		return now != start; /* a later process has the pid */
+	/* Not in /proc: gone, unless /proc hides it from us (hidepid) and the
+	 * kernel still knows the pid. */
+	return (r == -ENOENT || r == -ESRCH) && kill(pid, 0) < 0 && errno == ESRCH;
+}
+
+static void sweep_stale(int dfd)
+{
+	pid_t self = getpid(), pid;
+	uid_t uid = geteuid();
+	unsigned names = 0, candidates = 0, removed = 0;
+	struct timespec now;
+	uint64_t rng, start;
+
+	if (atomic_flag_test_and_set_explicit(&sweep_busy, memory_order_acquire))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	rng = ((uint64_t)self << 32 ^ (uint64_t)now.tv_nsec ^ (uint64_t)now.tv_sec << 20) | 1;
+	if (lseek(dfd, 0, SEEK_SET) < 0)
+		goto out;
+	while (names < SWEEP_NAMES) {
+		ssize_t n = getdents64(dfd, sweep.dirents, sizeof(sweep.dirents));
+
+		if (n <= 0)
+			break;
+		for (ssize_t off = 0; off < n && names < SWEEP_NAMES; names++) {
+			struct dirent64 *d = (void *)(sweep.dirents + off);
+			unsigned slot;
+
+			off += d->d_reclen;
+			if ((d->d_type != DT_REG && d->d_type != DT_UNKNOWN) ||
+			    !sweep_candidate(d->d_name, self, &pid, &start))
+				continue;
+			/* Reservoir: every candidate ends up checked with the same chance. */
+			if (candidates < SWEEP_CHECKS) {
+				slot = candidates;
+			} else {
+				rng ^= rng << 13;
+				rng ^= rng >> 7;
+				rng ^= rng << 17;
+				slot = (unsigned)(rng % (candidates + 1));
+			}
+			candidates++;
+			if (slot < SWEEP_CHECKS) /* shorter than SWEEP_NAME_MAX: a candidate */
+				memcpy(sweep.names[slot], d->d_name, strlen(d->d_name) + 1);
+		}
+	}
+	for (unsigned i = 0; i < candidates && i < SWEEP_CHECKS && removed < SWEEP_REMOVALS; i++)
+		if (sweep_is_stale(dfd, sweep.names[i], uid) && unlinkat(dfd, sweep.names[i], 0) == 0)
+			removed++;
+out:
+	atomic_flag_clear_explicit(&sweep_busy, memory_order_release);
 }
 
 static void use_mapping(void *base)
@@ -322,21 +467,23 @@ static void *segment_create(bool quiet)
 {
 	uint64_t start_time = 0;
 	void *base = NULL;
-	int r;
+	int dfd = -1, r;
 
 	seg.size = segment_size();
-	seg.file_backed = false;
 	seg.path[0] = '\0';
-	r = read_start_time(&start_time);
+	r = read_start_time(0, &start_time);
 	if (r == 0 && !elide.opts.stats)
 		r = -ECANCELED; /* stats=0: keep everything private, quietly */
 	else if (r == 0)
-		r = create_file(runtime_dir(), start_time, &base);
+		r = create_file(runtime_dir(), start_time, SEG_RESERVE_FIRST, &base, &dfd);
 	if (r == 0) {
 		fill_header(base, start_time);
-		r = publish_file();
+		r = publish_file(dfd);
 		if (r < 0)
 			munmap(base, seg.size);
+		else
+			sweep_stale(dfd);
+		close(dfd);
 	}
 	if (r < 0) {
 		if (!quiet && r != -ECANCELED)
@@ -344,13 +491,11 @@ static void *segment_create(bool quiet)
 		base = mmap(NULL, seg.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (base == MAP_FAILED)
 			return NULL;
-	} else {
-		seg.file_backed = true;
+		fill_header(base, start_time);
 	}
+	atomic_store_explicit(&seg.state, r < 0 ? SEG_PRIVATE : SEG_FILE, memory_order_release);
 	seg.owner = getpid();
 	seg.base = base;
-	if (!seg.file_backed)
-		fill_header(base, start_time);
 	return base;
 }
 
@@ -396,49 +541,181 @@ void segment_publish_status(void)
 
 void segment_fini(void)
 {
+	uint32_t state = SEG_LAZY;
+
+	/* A forked child that never needed its file: none is made from now on. */
+	if (atomic_compare_exchange_strong(&seg.state, &state, SEG_PRIVATE)) {
+		__atomic_store_n(&elide.control_seen, 0, __ATOMIC_RELAXED);
+		return;
+	}
+	/* One being made right now is removed by its maker (it sees fini). */
+	atomic_store(&seg.fini, true);
 	/* Only the process that created the file removes it. */
-	if (seg.file_backed && seg.owner == getpid())
+	if (atomic_load(&seg.state) == SEG_FILE && seg.owner == getpid() && seg.path[0])
 		unlink(seg.path);
-	seg.file_backed = false;
 }
 
 /*
- * In a forked child: a segment of its own, with the parent's locks (same
- * addresses in the copied address space) but none of its counts.
+ * A forked child's first need of its own file (the stand-in is live memory
+ * that other threads may be writing): make the file, copy the stand-in into
+ * it and put the file's mapping in the stand-in's place (mremap), so every
+ * pointer into the segment stays valid and no thread ever touches unmapped
+ * memory.  One thread makes it (a CAS claims SEG_LAZY); any other, or a
+ * signal handler that interrupts the maker, carries on in the stand-in and
+ * does not publish this time.  What other threads write between the copy
+ * and the mremap (microseconds, once per process) may be lost: some counts,
+ * a lock's name or call site; the identity and state of every lock are
+ * published again from the private records afterwards.  Never inside a
+ * transaction: a system call would abort it.  errno is the program's.
+ */
+void segment_make_lazy(void)
+{
+	uint32_t state = SEG_LAZY, high, want;
+	struct elide_seg_header *h;
+	struct elide_seg_lock *to;
+	uint64_t start_time;
+	void *base = seg.base, *file = NULL;
+	int saved_errno, dfd = -1, r;
+
+	if (elide.hw.rtm_usable && _xtest())
+		return;
+	if (SEG_STATE(atomic_load_explicit(&seg.state, memory_order_relaxed)) != SEG_LAZY)
+		return;
+	/*
+	 * Pages for every record handed out so far and SEG_RESERVE_FIRST more:
+	 * a record taken while the file is made (by a thread that saw SEG_LAZY
+	 * a moment ago, or SEG_CREATING with this bound) gets pages in the file
+	 * too; one beyond the bound is not published this time
+	 * (segment_reserve()).
+	 */
+	high = registry_records_end();
+	for (want = SEG_RESERVE_FIRST; want < high + SEG_RESERVE_FIRST && want < elide.nrecs; want *= 2)
+		;
+	if (want > elide.nrecs)
+		want = elide.nrecs;
+	if (!atomic_compare_exchange_strong(&seg.state, &state, SEG_CREATING | want << SEG_STATE_BITS))
+		return;
+	saved_errno = errno;
+
+	r = read_start_time(0, &start_time);
+	if (r == 0)
+		r = create_file(runtime_dir(), start_time, want, &file, &dfd);
+	if (r < 0)
+		goto fail;
+	h = file;
+	fill_header(h, start_time);
+	/* The stand-in's locks: those with a record now (the others' entries
+	 * stay free), the overflow entry always. */
+	high = __atomic_load_n(&elide.seg_header->lock_high_water, __ATOMIC_ACQUIRE);
+	if (high > want)
+		high = want;
+	h->lock_high_water = high > REC_OVERFLOW + 1 ? high : REC_OVERFLOW + 1;
+	to = (void *)((char *)file + ELIDE_SEG_HEADER_SIZE + ELIDE_SEG_CONTROL_SIZE);
+	for (uint32_t i = REC_OVERFLOW; i < high; i++) {
+		if (i == REC_OVERFLOW || atomic_load_explicit(&elide.recs[i].addr, memory_order_acquire))
+			memcpy(&to[i], &elide.seg_locks[i], sizeof(to[i]));
+	}
+	if (mremap(file, seg.size, seg.size, MREMAP_MAYMOVE | MREMAP_FIXED, base) == MAP_FAILED) {
+		r = -errno;
+		munmap(file, seg.size);
+		goto fail_unlink;
+	}
+	/* The file is the segment now, at the same address. */
+	registry_republish(want);
+	segment_publish_status();
+	seg.owner = getpid();
+	r = publish_file(dfd);
+	if (r < 0)
+		seg.path[0] = '\0'; /* mapped but nameless: private in effect, nothing to remove */
+	__atomic_store_n(&elide.control_seen, 0, __ATOMIC_RELAXED);
+	atomic_store(&seg.state, SEG_FILE);
+	/* The destructor ran meanwhile (another thread is exiting). */
+	if (atomic_load(&seg.fini) && seg.path[0])
+		unlink(seg.path);
+	else if (r == 0)
+		sweep_stale(dfd);
+	close(dfd);
+	errno = saved_errno;
+	return;
+
+fail_unlink:
+	{
+		char tmp[80];
+
+		snprintf(tmp, sizeof(tmp), "%s.new", seg.name);
+		unlinkat(dfd, tmp, 0);
+		close(dfd);
+	}
+fail:
+	/* Statistics stay private, as in a process that could not make one at
+	 * start; no second try. */
+	seg.path[0] = '\0';
+	__atomic_store_n(&elide.control_seen, 0, __ATOMIC_RELAXED);
+	atomic_store(&seg.state, SEG_PRIVATE);
+	errno = saved_errno;
+}
+
+/*
+ * In a forked child: a private copy of the segment with the parent's locks
+ * (same addresses in the copied address space) but none of its counts or
+ * decisions, and no file until the child has something to publish
+ * (segment_make_lazy()).  Only this thread exists here.
  */
 void segment_fork_child(void)
 {
-	struct elide_seg_lock *old_locks = elide.seg_locks;
-	void *old_base = seg.base;
-	size_t old_size = seg.size;
+	uint32_t state = atomic_load_explicit(&seg.state, memory_order_relaxed);
+	struct elide_seg_header *h = elide.seg_header;
 	uint32_t high;
-	void *base;
 
-	/* Another thread of the parent may have been applying decisions at the
-	 * fork: it does not exist here, so nobody would clear its flag. */
+	/* Another thread of the parent may have been applying decisions or
+	 * sweeping at the fork: it does not exist here, so nobody would clear
+	 * its flag. */
 	atomic_flag_clear_explicit(&control_busy, memory_order_relaxed);
-	if (!old_base)
+	atomic_flag_clear_explicit(&sweep_busy, memory_order_relaxed);
+	atomic_store_explicit(&seg.fini, false, memory_order_relaxed);
+	if (!seg.base)
 		return;
-	high = elide.seg_header->lock_high_water;
-	base = segment_create(true);
-	if (!base)
-		return; /* keep writing the parent's copy-on-write view: harmless */
-	use_mapping(base);
+	high = h->lock_high_water;
 	if (high > elide.nrecs)
 		high = elide.nrecs;
+	if (state == SEG_FILE || SEG_STATE(state) == SEG_CREATING) {
+		/* The parent's file, mapped shared (or about to be): the child's
+		 * counts must not land there.  Copy what the child keeps into
+		 * private memory. */
+		void *old = seg.base;
+		void *base = mmap(NULL, seg.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (base == MAP_FAILED)
+			return; /* keep counting in the parent's file: wrong numbers, no harm */
+		memcpy(base, old, ELIDE_SEG_HEADER_SIZE);
+		memcpy((char *)base + entries_end(REC_OVERFLOW), (char *)old + entries_end(REC_OVERFLOW),
+		       entries_end(high) - entries_end(REC_OVERFLOW));
+		use_mapping(base);
+		seg.base = base;
+		munmap(old, seg.size);
+		h = base;
+	}
+	/* A private mapping (the stand-in) is the child's own copy already. */
 	for (uint32_t i = REC_OVERFLOW; i < high; i++) {
 		struct elide_seg_lock *e = &elide.seg_locks[i];
 
-		if (segment_reserve(i) < 0)
-			break; /* the rest count in the overflow entry from now on */
-		memcpy(e, &old_locks[i], sizeof(*e));
 		memset(e->stats, 0, sizeof(e->stats));
 		e->ctl_policy = ELIDE_SEG_CTL_NONE;
 		e->ctl_source = ELIDE_SEG_SOURCE_NONE;
 	}
-	elide.seg_header->lock_high_water = high;
+	h->pid = getpid();
+	h->control_generation_seen = 0;
 	segment_publish_status();
-	munmap(old_base, old_size);
+	seg.path[0] = '\0';
+	seg.owner = getpid();
+	if (elide.opts.stats) {
+		/* The marker sends the next look for decisions to segment_make_lazy(). */
+		elide.control_seen = SEG_CONTROL_LAZY;
+		atomic_store_explicit(&seg.state, SEG_LAZY, memory_order_relaxed);
+	} else {
+		elide.control_seen = 0;
+		atomic_store_explicit(&seg.state, SEG_PRIVATE, memory_order_relaxed);
+	}
 }
 
 static bool control_value_ok(uint32_t v, uint32_t lo, uint32_t hi)
@@ -455,6 +732,12 @@ void segment_poll_control_slow(void)
 	struct elide_seg_control c;
 	uint64_t gen, again;
 
+	/* A forked child's first need of a file (the marker in control_seen
+	 * brought us here): no decisions can have come before it exists. */
+	if (__atomic_load_n(&elide.control_seen, __ATOMIC_RELAXED) == SEG_CONTROL_LAZY) {
+		segment_make_lazy();
+		return;
+	}
 	/* One thread applies; the others carry on with the old decisions. */
 	if (atomic_flag_test_and_set_explicit(&control_busy, memory_order_acquire))
 		return;

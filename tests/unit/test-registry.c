@@ -5,6 +5,7 @@
  * ratio cut-off, overflow, detach and the PTHREAD_MUTEX_NORMAL attributes.
  */
 #include <check.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -21,10 +22,23 @@ void segment_poll_control_slow(void)
 	elide.control_seen = elide.seg_control->generation;
 }
 
-/* Every entry has its pages here (anonymous memory). */
+/* Every entry has its pages here (anonymous memory), unless a test says
+ * otherwise: -EAGAIN as while a forked child's file is being made, -ENOSPC
+ * as in a full runtime directory. */
+static int reserve_error;
+
 int segment_reserve(uint32_t idx)
 {
-	return 0;
+	return reserve_error;
+}
+
+/* A forked child's segment file is segment.c's business too. */
+static unsigned lazy_calls;
+
+void segment_make_lazy(void)
+{
+	lazy_calls++;
+	elide.control_seen = elide.seg_control->generation;
 }
 
 static void setup_mode(enum elide_mode mode, unsigned max_locks)
@@ -388,6 +402,87 @@ START_TEST(test_normal_attrs)
 }
 END_TEST
 
+/* While a forked child's segment file is being made by another thread, a
+ * lock whose record would lie beyond it is not published this time: the
+ * acquisition counts in the overflow record, the lock is not pinned there. */
+START_TEST(test_not_now_leaves_lock_unpinned)
+{
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER, full = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *overflow = &elide.recs[REC_OVERFLOW], *rec;
+
+	reserve_error = -EAGAIN;
+	ck_assert_ptr_eq(registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL), overflow);
+	ck_assert_uint_eq(*mutex_idx_ptr(&m), 0);
+	ck_assert_ptr_null(registry_attach_own(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL, NULL));
+	reserve_error = 0;
+	rec = registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL);
+	ck_assert_ptr_ne(rec, overflow);
+	ck_assert_uint_gt(*mutex_idx_ptr(&m), REC_OVERFLOW);
+	/* The record handed back while "not now" was reused, not lost. */
+	ck_assert_uint_eq(*mutex_idx_ptr(&m), REC_OVERFLOW + 1);
+	/* A full runtime directory does pin the lock to the overflow record. */
+	reserve_error = -ENOSPC;
+	ck_assert_ptr_eq(registry_attach(&full, mutex_idx_ptr(&full), LOCK_KIND_MUTEX, NULL), overflow);
+	ck_assert_uint_eq(*mutex_idx_ptr(&full), REC_OVERFLOW);
+	reserve_error = 0;
+}
+END_TEST
+
+/* A forked child without its file (the marker in control_seen) makes it
+ * when it first has something to publish: a record, a contention, an abort. */
+START_TEST(test_first_need_makes_the_file)
+{
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *rec;
+
+	rec = registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL);
+	ck_assert_uint_eq(lazy_calls, 0);
+	elide.control_seen = SEG_CONTROL_LAZY;
+	rec_note_contended(rec);
+	ck_assert_uint_eq(lazy_calls, 1);
+	elide.control_seen = SEG_CONTROL_LAZY;
+	rec_note_abort(rec, _XABORT_CONFLICT, 0, 1);
+	ck_assert_uint_eq(lazy_calls, 2);
+	elide.control_seen = SEG_CONTROL_LAZY;
+	ck_assert_ptr_eq(registry_attach_own(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL, NULL), rec);
+	ck_assert_uint_eq(lazy_calls, 3);
+	/* Made (the stub clears the marker): no further calls. */
+	rec_note_contended(rec);
+	ck_assert_uint_eq(lazy_calls, 3);
+}
+END_TEST
+
+/* The file replaced the private copy after some entries were copied: every
+ * live record's identity and state is published again, freed ones stay free. */
+START_TEST(test_republish_after_switch)
+{
+	pthread_mutex_t locks[3];
+	struct lock_rec *recs[3];
+
+	for (int i = 0; i < 3; i++) {
+		pthread_mutex_init(&locks[i], NULL);
+		recs[i] = registry_attach(&locks[i], mutex_idx_ptr(&locks[i]), LOCK_KIND_MUTEX, NULL);
+	}
+	rec_set_policy(recs[1], ELIDE_POLICY_NEVER);
+	registry_detach(mutex_idx_ptr(&locks[2]));
+	/* What a file made before these records were published holds. */
+	memset(&elide.seg_locks[REC_OVERFLOW + 1], 0, 3 * sizeof(struct elide_seg_lock));
+	elide.seg_header->lock_high_water = REC_OVERFLOW + 1;
+	registry_republish(64);
+	for (int i = 0; i < 2; i++) {
+		struct elide_seg_lock *e = rec_entry(recs[i]);
+
+		ck_assert_uint_eq(e->addr, (uintptr_t)&locks[i]);
+		ck_assert_uint_eq(e->kind, ELIDE_SEG_KIND_MUTEX);
+		ck_assert_uint_gt(elide.seg_header->lock_high_water, rec_index(recs[i]));
+	}
+	ck_assert_uint_eq(rec_entry(recs[1])->state, ELIDE_SEG_STATE_OFF_POLICY);
+	ck_assert_uint_eq(rec_entry(recs[1])->policy, ELIDE_POLICY_NEVER);
+	ck_assert_uint_eq(rec_entry(recs[2])->kind, ELIDE_SEG_KIND_FREE);
+	ck_assert_uint_eq(elide.seg_header->lock_high_water, rec_index(recs[1]) + 1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("registry");
@@ -412,6 +507,9 @@ int main(void)
 	tcase_add_test(tc, test_commit_samples_poll_control);
 	tcase_add_test(tc, test_garbage_index_is_bounded);
 	tcase_add_test(tc, test_normal_attrs);
+	tcase_add_test(tc, test_not_now_leaves_lock_unpinned);
+	tcase_add_test(tc, test_first_need_makes_the_file);
+	tcase_add_test(tc, test_republish_after_switch);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
