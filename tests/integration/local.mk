@@ -19,6 +19,7 @@ INTEGRATION_TESTS = \
 	tests/integration/test-stress-list \
 	tests/integration/test-annotate \
 	tests/integration/test-segment-lifecycle \
+	tests/integration/test-segment-fork \
 	tests/integration/test-registry-signal \
 	tests/integration/test-normal-type
 
@@ -81,6 +82,10 @@ tests_integration_test_normal_type_LDADD = common/libelide-tools.la
 tests_integration_test_segment_lifecycle_SOURCES = tests/integration/test-segment-lifecycle.c
 tests_integration_test_segment_lifecycle_CFLAGS = $(INTEGRATION_CFLAGS)
 tests_integration_test_segment_lifecycle_LDADD = common/libelide-tools.la
+
+tests_integration_test_segment_fork_SOURCES = tests/integration/test-segment-fork.c tests/integration/testutil.h
+tests_integration_test_segment_fork_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_test_segment_fork_LDADD = common/libelide-tools.la
 
 # A contended workload for the elidectl and elided tests (not a test itself).
 check_PROGRAMS += tests/integration/workload-contended

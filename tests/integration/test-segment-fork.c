@@ -1,0 +1,566 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Segments of forked children, and stale segments without a daemon (issue
+ * 13 item 6), run under libelide (preload.sh) in every mode, no elided:
+ *
+ *  - 1,000 fork+_exit children (and fork+exit, fork+exec) of a process with
+ *    tracked locks leave no file behind: a child makes none at fork;
+ *  - a child that contends a lock gets its own segment, with its own lock
+ *    and the locks it inherited (no counts of the parent's), and its counts
+ *    never land in the parent's segment;
+ *  - threads of a child that all need the segment at once make exactly one,
+ *    with every lock in it;
+ *  - segments of SIGKILLed processes are removed by the next process of the
+ *    same uid that makes a segment (at start or in a forked child), at most
+ *    8 per segment made; another uid's file, a symlink and a live process's
+ *    segment are left alone.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "segment-reader.h"
+#include "testutil.h"
+
+#define NFORK_EXIT 1000
+#define NKILLED 5
+#define NRACERS 8
+#define NRACE_CHILDREN 20
+/* libelide's bound on removals per segment made (segment.c, SWEEP_REMOVALS). */
+#define SWEEP_REMOVALS 8
+
+static const char *runtime_dir;
+static int active;
+
+/* ---- the runtime directory --------------------------------------------- */
+
+static bool is_segment_file(const char *name)
+{
+	size_t len = strlen(name);
+
+	return (len > 4 && !strcmp(name + len - 4, ".seg")) || (len > 8 && !strcmp(name + len - 8, ".seg.new"));
+}
+
+/* Counted in-process: a helper command would run under libelide too. */
+static int count_segments(void)
+{
+	DIR *dir = opendir(runtime_dir);
+	struct dirent *de;
+	int n = 0;
+
+	if (!dir)
+		fail("opendir %s: %m", runtime_dir);
+	while ((de = readdir(dir)))
+		n += is_segment_file(de->d_name);
+	closedir(dir);
+	return n;
+}
+
+static void seg_name_of(pid_t pid, char *buf, size_t size)
+{
+	uint64_t start;
+
+	if (seg_proc_start_time(NULL, pid, &start) < 0)
+		fail("start time of %d", (int)pid);
+	snprintf(buf, size, "%d-%" PRIu64 ".seg", (int)pid, start);
+}
+
+static bool exists(const char *name)
+{
+	char path[512];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", runtime_dir, name);
+	return lstat(path, &st) == 0;
+}
+
+static struct seg_snapshot *read_seg(const char *name)
+{
+	struct seg_snapshot *snap = NULL;
+	char err[SEG_ERR_MAX] = "";
+	int dfd = open(runtime_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r;
+
+	check(dfd >= 0);
+	r = seg_read(dfd, name, SEG_READ_CHECK_PROCESS, &snap, err, sizeof(err));
+	close(dfd);
+	if (r < 0)
+		fail("seg_read %s: %s (%d)", name, err, r);
+	return snap;
+}
+
+static const struct elide_seg_lock *find_lock(const struct seg_snapshot *snap, const void *addr)
+{
+	for (uint32_t i = 0; i < snap->nlocks; i++)
+		if (snap->locks[i].lock.addr == (uintptr_t)addr)
+			return &snap->locks[i].lock;
+	return NULL;
+}
+
+static uint64_t total_counts(const struct elide_seg_lock *e)
+{
+	uint64_t total = 0;
+
+	for (int s = 0; s < ELIDE_SEG_NSTATS; s++)
+		total += e->stats[s];
+	return total;
+}
+
+/* A file in the runtime directory, owned by `uid` (-1: ours). */
+static void make_file(const char *name, uid_t uid)
+{
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", runtime_dir, name);
+	fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+	if (fd < 0)
+		fail("create %s: %m", path);
+	if (uid != (uid_t)-1 && fchown(fd, uid, uid) < 0)
+		fail("chown %s: %m", path);
+	close(fd);
+}
+
+/* A pid no process has now (a child we made and reaped). */
+static pid_t dead_pid(void)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		fail("fork: %m");
+	if (pid == 0)
+		_exit(0);
+	check(waitpid(pid, NULL, 0) == pid);
+	return pid;
+}
+
+/* ---- children run as a new image (their segment made at start) -------- */
+
+/* Run ourselves with a role; returns the pid.  `ready`: the child writes a
+ * byte there once running (and so has its segment). */
+static pid_t spawn_role(const char *role, int *ready)
+{
+	int fds[2];
+	pid_t pid;
+	char c;
+
+	check(pipe(fds) == 0);
+	pid = fork();
+	if (pid < 0)
+		fail("fork: %m");
+	if (pid == 0) {
+		char fd_arg[16];
+
+		close(fds[0]);
+		snprintf(fd_arg, sizeof(fd_arg), "%d", fds[1]);
+		execl("/proc/self/exe", "test-segment-fork", "--role", role, fd_arg, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	if (read(fds[0], &c, 1) != 1)
+		fail("role %s did not start", role);
+	if (ready)
+		*ready = fds[0];
+	else
+		close(fds[0]);
+	return pid;
+}
+
+static int child_role(const char *role, int fd)
+{
+	if (!strcmp(role, "wait")) {
+		/* Until killed. */
+		(void)!write(fd, "r", 1);
+		for (;;)
+			pause();
+	}
+	if (!strcmp(role, "start")) {
+		/* Its segment is made at start: that is the sweep under test. */
+		(void)!write(fd, "r", 1);
+		return 0;
+	}
+	fail("unknown role %s", role);
+}
+
+/* One more process that makes a segment (at start) and exits normally. */
+static void run_one_process(void)
+{
+	pid_t pid = spawn_role("start", NULL);
+	int status;
+
+	check(waitpid(pid, &status, 0) == pid);
+	check(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* ---- locks ------------------------------------------------------------- */
+
+static pthread_mutex_t parent_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t child_lock = PTHREAD_MUTEX_INITIALIZER;
+static long counter;
+
+static void *hammer(void *arg)
+{
+	pthread_mutex_t *m = arg;
+
+	for (int i = 0; i < 100000; i++) {
+		pthread_mutex_lock(m);
+		counter++;
+		pthread_mutex_unlock(m);
+	}
+	return NULL;
+}
+
+static void hammer_threads(pthread_mutex_t *m)
+{
+	pthread_t t[4];
+
+	for (int i = 0; i < 4; i++)
+		t[i] = xthread(hammer, m);
+	for (int i = 0; i < 4; i++)
+		xjoin(t[i]);
+}
+
+static void *hold_briefly(void *arg)
+{
+	pthread_mutex_t *m = arg;
+
+	pthread_mutex_lock(m);
+	usleep(20000);
+	pthread_mutex_unlock(m);
+	return NULL;
+}
+
+/* A contention libelide sees: the lock is held while another thread asks. */
+static void contend_once(pthread_mutex_t *m)
+{
+	pthread_t holder = xthread(hold_briefly, m);
+
+	usleep(5000);
+	pthread_mutex_lock(m);
+	pthread_mutex_unlock(m);
+	xjoin(holder);
+}
+
+/* ---- scenarios ------------------------------------------------------------ */
+
+static void test_fork_exit_leaves_nothing(void)
+{
+	int before = count_segments(), status;
+
+	for (int i = 0; i < NFORK_EXIT; i++) {
+		pid_t pid = fork();
+
+		if (pid < 0)
+			fail("fork: %m");
+		if (pid == 0)
+			_exit(0);
+		check(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+	}
+	check_eq(count_segments(), before);
+	printf("ok: %d fork+_exit children left no segment (%d files before and after)\n", NFORK_EXIT, before);
+
+	for (int i = 0; i < 50; i++) {
+		pid_t pid = fork();
+
+		if (pid < 0)
+			fail("fork: %m");
+		if (pid == 0) {
+			/* An untracked lock, uncontended: nothing to publish. */
+			static pthread_mutex_t plain = PTHREAD_MUTEX_INITIALIZER;
+
+			pthread_mutex_lock(&plain);
+			pthread_mutex_unlock(&plain);
+			exit(0);
+		}
+		check(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	for (int i = 0; i < 20; i++) {
+		pid_t pid = fork();
+
+		if (pid < 0)
+			fail("fork: %m");
+		if (pid == 0) {
+			execl("/bin/true", "true", (char *)NULL);
+			_exit(127);
+		}
+		check(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	check_eq(count_segments(), before);
+	printf("ok: fork+exit and fork+exec children left no segment either\n");
+}
+
+static void test_contending_child(void)
+{
+	char parent_name[64];
+	struct seg_snapshot *snap;
+	const struct elide_seg_lock *e;
+	uint64_t parent_before, parent_after;
+	int fds[2], status;
+	char verdict[64] = "";
+	pid_t pid;
+
+	seg_name_of(getpid(), parent_name, sizeof(parent_name));
+	snap = read_seg(parent_name);
+	e = find_lock(snap, &parent_lock);
+	if (!e)
+		fail("the parent's named lock is not in its segment");
+	parent_before = total_counts(e);
+	seg_snapshot_free(snap);
+
+	check(pipe(fds) == 0);
+	pid = fork();
+	if (pid < 0)
+		fail("fork: %m");
+	if (pid == 0) {
+		char name[64];
+		bool at_fork, after_plain;
+		const struct elide_seg_lock *mine, *inherited;
+
+		close(fds[0]);
+		seg_name_of(getpid(), name, sizeof(name));
+		at_fork = exists(name);
+		/* Contend a lock of its own until libelide has seen it. */
+		for (int i = 0; i < 50 && active == 1 && !exists(name); i++)
+			contend_once(&child_lock);
+		after_plain = exists(name);
+		/* The inherited, tracked lock, used hard: its counts are the child's. */
+		hammer_threads(&parent_lock);
+		hammer_threads(&child_lock);
+		/* Passing through, nothing is tracked: a name publishes in every mode. */
+		check_ret(elide_mutex_set_name(&child_lock, "child-lock"), 0);
+		snap = read_seg(name);
+		check_eq(snap->header.pid, getpid());
+		mine = find_lock(snap, &child_lock);
+		inherited = find_lock(snap, &parent_lock);
+		if (!mine || !inherited)
+			fail("child's segment: own lock %s, inherited lock %s", mine ? "found" : "missing",
+			     inherited ? "found" : "missing");
+		if (strcmp(inherited->name, "parent-lock"))
+			fail("inherited lock's name '%s'", inherited->name);
+		if (active == 1 && total_counts(mine) == 0)
+			fail("the child's contended lock counted nothing");
+		dprintf(fds[1], "%s %s", at_fork ? "at-fork" : "none-at-fork",
+			after_plain == (active == 1) ? "ok" : after_plain ? "made-passing-through" : "none-after-contention");
+		seg_snapshot_free(snap);
+		exit(0);
+	}
+	close(fds[1]);
+	(void)!read(fds[0], verdict, sizeof(verdict) - 1);
+	close(fds[0]);
+	check(waitpid(pid, &status, 0) == pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail("contending child failed (status %d)", status);
+	if (strcmp(verdict, "none-at-fork ok"))
+		fail("contending child: '%s' (want no segment at fork, one after contention when eliding)", verdict);
+	snap = read_seg(parent_name);
+	e = find_lock(snap, &parent_lock);
+	check(e);
+	parent_after = total_counts(e);
+	seg_snapshot_free(snap);
+	if (parent_after != parent_before)
+		fail("the child's counts landed in the parent's segment (%" PRIu64 " -> %" PRIu64 ")", parent_before,
+		     parent_after);
+	printf("ok: a contending child made its own segment (its lock, the inherited one without the parent's counts); "
+	       "the parent's counts unchanged (%" PRIu64 ")\n", parent_after);
+}
+
+static pthread_barrier_t race_barrier;
+static pthread_mutex_t race_locks[NRACERS];
+
+static void *name_at_once(void *arg)
+{
+	long i = (long)arg;
+	char name[16];
+
+	snprintf(name, sizeof(name), "racer-%ld", i);
+	pthread_barrier_wait(&race_barrier);
+	return (void *)(long)elide_mutex_set_name(&race_locks[i], name);
+}
+
+static void test_racing_first_need(void)
+{
+	int before = count_segments();
+
+	for (int round = 0; round < NRACE_CHILDREN; round++) {
+		pid_t pid = fork();
+		int status;
+
+		if (pid < 0)
+			fail("fork: %m");
+		if (pid == 0) {
+			pthread_t t[NRACERS];
+			struct seg_snapshot *snap;
+			char name[64];
+
+			check_ret(pthread_barrier_init(&race_barrier, NULL, NRACERS), 0);
+			for (long i = 0; i < NRACERS; i++) {
+				pthread_mutex_init(&race_locks[i], NULL);
+				t[i] = xthread(name_at_once, (void *)i);
+			}
+			for (int i = 0; i < NRACERS; i++) {
+				long r = (long)xjoin(t[i]);
+
+				if (r != 0)
+					fail("elide_mutex_set_name in racer %d returned %ld", i, r);
+			}
+			check_eq(count_segments(), before + 1);
+			seg_name_of(getpid(), name, sizeof(name));
+			snap = read_seg(name);
+			for (int i = 0; i < NRACERS; i++)
+				if (!find_lock(snap, &race_locks[i]))
+					fail("racer %d's lock is not in the segment", i);
+			seg_snapshot_free(snap);
+			exit(0);
+		}
+		check(waitpid(pid, &status, 0) == pid);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			fail("racing child %d failed (status %d)", round, status);
+	}
+	check_eq(count_segments(), before);
+	printf("ok: %d children whose %d threads all needed the segment at once made one each, every lock in it\n",
+	       NRACE_CHILDREN, NRACERS);
+}
+
+static void test_killed_segments_swept(void)
+{
+	pid_t killed[NKILLED], live, gone = dead_pid();
+	char names[NKILLED][64], live_name[64], other_uid[64], symlink_name[64], partial[64], path[512], target[512];
+	int live_fd, before = count_segments();
+	bool root = geteuid() == 0;
+	struct stat st;
+
+	for (int i = 0; i < NKILLED; i++) {
+		killed[i] = spawn_role("wait", NULL);
+		seg_name_of(killed[i], names[i], sizeof(names[i]));
+		check(exists(names[i]));
+	}
+	live = spawn_role("wait", &live_fd);
+	seg_name_of(live, live_name, sizeof(live_name));
+	for (int i = 0; i < NKILLED; i++) {
+		check(kill(killed[i], SIGKILL) == 0);
+		check(waitpid(killed[i], NULL, 0) == killed[i]);
+	}
+	check_eq(count_segments(), before + NKILLED + 1);
+	/* A creation that died half-way, of our uid. */
+	snprintf(partial, sizeof(partial), "%d-12345.seg.new", (int)gone);
+	make_file(partial, (uid_t)-1);
+	/* A stale name that is a symlink to a file of ours: never followed,
+	 * never removed. */
+	snprintf(target, sizeof(target), "%s/target", runtime_dir);
+	make_file("target", (uid_t)-1);
+	snprintf(symlink_name, sizeof(symlink_name), "%d-12346.seg", (int)gone);
+	snprintf(path, sizeof(path), "%s/%s", runtime_dir, symlink_name);
+	check(symlink(target, path) == 0);
+	/* Another uid's stale file: never ours to remove. */
+	snprintf(other_uid, sizeof(other_uid), "%d-12347.seg", (int)gone);
+	if (root)
+		make_file(other_uid, 65534);
+
+	/* The next process of our uid that makes a segment. */
+	run_one_process();
+	for (int i = 0; i < NKILLED; i++)
+		if (exists(names[i]))
+			fail("stale segment %s of a SIGKILLed process survived the next process's start", names[i]);
+	if (exists(partial))
+		fail("stale %s survived", partial);
+	check(exists(live_name));
+	check(lstat(path, &st) == 0 && S_ISLNK(st.st_mode));
+	check(stat(target, &st) == 0);
+	if (root) {
+		check(exists(other_uid));
+		printf("ok: another uid's stale file left alone\n");
+	} else {
+		printf("note: not root, so no file of another uid can be made here: that check needs root\n");
+	}
+	printf("ok: %d SIGKILLed processes' segments and a dead creation's file removed by the next process; "
+	       "a live process's segment and a symlink left alone\n", NKILLED);
+	unlink(path);
+	unlink(target);
+	if (root) {
+		snprintf(path, sizeof(path), "%s/%s", runtime_dir, other_uid);
+		unlink(path);
+	}
+
+	/* A forked child that makes its segment late sweeps too. */
+	for (int i = 0; i < 3; i++) {
+		snprintf(names[i], sizeof(names[i]), "%d-%d.seg", (int)gone, 20000 + i);
+		make_file(names[i], (uid_t)-1);
+	}
+	{
+		pid_t pid = fork();
+		int status;
+
+		if (pid < 0)
+			fail("fork: %m");
+		if (pid == 0) {
+			check_ret(elide_mutex_set_name(&child_lock, "late"), 0);
+			_exit(0);
+		}
+		check(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	for (int i = 0; i < 3; i++)
+		if (exists(names[i]))
+			fail("stale %s survived a forked child making its segment", names[i]);
+	/* That child _exited: its own file is stale now, and goes with the next. */
+	run_one_process();
+	check_eq(count_segments(), before + 1);
+	printf("ok: a forked child making its segment late removes stale ones too\n");
+
+	/* The bound: 40 stale files, at most SWEEP_REMOVALS go per segment made,
+	 * and all of them after a few more processes. */
+	for (int i = 0; i < 40; i++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "%d-%d.seg", (int)live, 30000 + i); /* a live pid, another start time */
+		make_file(name, (uid_t)-1);
+	}
+	{
+		int n0 = count_segments(), n1, rounds = 1;
+
+		run_one_process();
+		n1 = count_segments();
+		if (n0 - n1 < 1 || n0 - n1 > SWEEP_REMOVALS)
+			fail("one process removed %d stale files (want 1..%d)", n0 - n1, SWEEP_REMOVALS);
+		while (count_segments() > before + 1 && rounds < 40) {
+			run_one_process();
+			rounds++;
+		}
+		check_eq(count_segments(), before + 1);
+		printf("ok: one process removed %d of 40 stale files (bound %d); %d processes removed them all\n",
+		       n0 - n1, SWEEP_REMOVALS, rounds);
+	}
+	check(exists(live_name));
+	kill(live, SIGKILL);
+	close(live_fd);
+	check(waitpid(live, NULL, 0) == live);
+	run_one_process();
+	check_eq(count_segments(), before);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 4 && !strcmp(argv[1], "--role"))
+		return child_role(argv[2], atoi(argv[3]));
+	active = test_start("test-segment-fork", "forked children's segments, stale segments without elided");
+	runtime_dir = getenv("ELIDE_RUNTIME_DIR");
+	if (!runtime_dir)
+		fail("ELIDE_RUNTIME_DIR is not set (preload.sh sets it)");
+	/* Locks with records, as a real program has when it forks. */
+	check_ret(elide_mutex_set_name(&parent_lock, "parent-lock"), 0);
+	hammer_threads(&parent_lock);
+	test_fork_exit_leaves_nothing();
+	test_contending_child();
+	test_racing_first_need();
+	test_killed_segments_swept();
+	printf("all forked-child and stale-segment checks passed\n");
+	return 0;
+}
