@@ -339,6 +339,21 @@ static inline void prefetch_for_write(const void *p)
 	__asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
 }
 
+/*
+ * mode=on: an acquisition whose thread's attempts on this lock keep failing
+ * will end in glibc's atomic instruction on the lock's line; ask for the
+ * line exclusive before the slow path reads it (shared).  Never for a lock
+ * that elides: eliding threads only read the line, and taking it exclusive
+ * would bounce it between them.
+ */
+static inline void prefetch_if_failing(const void *lock, bool write_side)
+{
+	const struct lock_local *l = local_slot(lock, write_side);
+
+	if (l->key == lock_key(lock, write_side) && l->fail_streak >= STREAK_THROTTLE)
+		prefetch_for_write(lock);
+}
+
 static inline int mutex_word(const pthread_mutex_t *m)
 {
 	return __atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED);
@@ -750,8 +765,10 @@ static inline bool mutex_takes_fast_path(const pthread_mutex_t *m)
 
 	if (likely(path == PATH_OFF))
 		return true;
-	if (path == PATH_TRACK_ALL)
+	if (path == PATH_TRACK_ALL) {
+		prefetch_if_failing(m, false);
 		return false;
+	}
 	if (takes_burst(m, false))
 		return true;
 	/* glibc writes this line next: ask for it exclusive now, or the read
@@ -965,8 +982,10 @@ static inline bool rwlock_takes_fast_path(pthread_rwlock_t *rw, bool write)
 
 	if (likely(path == PATH_OFF))
 		return true;
-	if (path == PATH_TRACK_ALL)
+	if (path == PATH_TRACK_ALL) {
+		prefetch_if_failing(rw, write);
 		return false;
+	}
 	if (takes_burst(rw, write))
 		return true;
 	prefetch_for_write(rw); /* as for mutexes: glibc's atomic add comes next */
