@@ -816,8 +816,12 @@ static __attribute__((noinline)) int mutex_unlock_maybe_elided(pthread_mutex_t *
 
 _public_ int pthread_mutex_unlock(pthread_mutex_t *m)
 {
-	/* Held for real (the common non-elided case), or nothing elided here. */
-	if (likely(mutex_word(m) != 0) || likely(!in_elided_section()))
+	/* Nothing elided by this thread (every non-RTM case, and every real
+	 * hold of a thread outside elided sections), or held for real.  The
+	 * thread's own depth first: reading the lock word would fetch a line
+	 * that a waiter took away, and glibc's atomic then pays a second
+	 * transfer. */
+	if (likely(!in_elided_section()) || likely(mutex_word(m) != 0))
 		return real.mutex_unlock(m);
 	return mutex_unlock_maybe_elided(m);
 }
