@@ -687,13 +687,15 @@ void segment_fork_child(void)
 
 		if (base == MAP_FAILED)
 			return; /* keep counting in the parent's file: wrong numbers, no harm */
-		memcpy(base, old, ELIDE_SEG_HEADER_SIZE);
+		/* Of the header only what the registry and the exit report read:
+		 * the file's header is filled when it is made. */
 		memcpy((char *)base + entries_end(REC_OVERFLOW), (char *)old + entries_end(REC_OVERFLOW),
 		       entries_end(high) - entries_end(REC_OVERFLOW));
 		use_mapping(base);
 		seg.base = base;
 		munmap(old, seg.size);
 		h = base;
+		h->lock_high_water = high;
 	}
 	/* A private mapping (the stand-in) is the child's own copy already. */
 	for (uint32_t i = REC_OVERFLOW; i < high; i++) {
@@ -705,7 +707,6 @@ void segment_fork_child(void)
 	}
 	h->pid = getpid();
 	h->control_generation_seen = 0;
-	segment_publish_status();
 	seg.path[0] = '\0';
 	seg.owner = getpid();
 	if (elide.opts.stats) {
