@@ -6,3 +6,9 @@ bench_elide_bench_CFLAGS = $(AM_CFLAGS) -O2
 bench_elide_bench_LDFLAGS = $(AM_LDFLAGS) -pthread
 EXTRA_DIST += bench/compare.sh bench/RESULTS.md bench/README.md bench/daemon-scale.sh bench/sysbench.sh bench/lib.sh \
 	bench/results/README.md
+
+# bench/fork.sh: what fork() costs under libelide.
+noinst_PROGRAMS += bench/fork-bench
+bench_fork_bench_SOURCES = bench/fork-bench.c
+bench_fork_bench_CFLAGS = $(AM_CFLAGS) -O2
+EXTRA_DIST += bench/fork.sh
