@@ -182,7 +182,7 @@ struct elided_lock {
 /* ...and after which an adaptive lock backs off. */
 #define STREAK_BACK_OFF 6
 #define STREAK_MAX 255
-#define THROTTLED_SAMPLE 16
+#define THROTTLED_SAMPLE 64
 
 struct lock_local {
 	uintptr_t key;                /* lock_key() of the lock, 0 = slot unused */

@@ -525,6 +525,10 @@ void rec_note_abort(struct lock_rec *rec, uint32_t status, uint64_t cycles, unsi
 	rec_count(rec, STAT_ATTEMPTS, weight);
 	if (cycles)
 		rec_count(rec, STAT_CYCLES_LOST, cycles * weight);
+	/* The cut-off backs off adaptive locks only; for the others (mode=on,
+	 * policy always) the window would be one more shared line written. */
+	if (!rec_adapts(rec))
+		return;
 	aborts = atomic_fetch_add_explicit(&rec->window_aborts, weight, memory_order_relaxed) + weight;
 	if (aborts < elide.opts.window)
 		return;

@@ -65,7 +65,7 @@
  * after STREAK_BACK_OFF an adaptive lock backs off. */
 #define LIB_STREAK_THROTTLE 2
 #define LIB_STREAK_BACK_OFF 6
-#define LIB_THROTTLED_SAMPLE 16
+#define LIB_THROTTLED_SAMPLE 64
 
 #define die(...) do { \
 		fflush(stdout); \
@@ -132,9 +132,9 @@ static void unlock_exclusive(void)
 }
 
 /* xorshift64: which of a 90-10 thread's operations write.  Not a fixed
- * pattern: libelide samples counts every 64th (or 16th) acquisition of a
- * thread, and a period of 10 would alias with that, putting all or none of
- * the samples on the write side. */
+ * pattern: libelide samples counts every 64th acquisition of a thread, and
+ * a period of 10 would alias with that, putting all or none of the samples
+ * on the write side. */
 static inline uint64_t next_random(uint64_t *x)
 {
 	*x ^= *x << 13;
@@ -392,7 +392,7 @@ static void judge_adaptive(const struct side *s, const struct elide_seg_lock *e,
 	 *  - the first STREAK_THROTTLE = 2 of them make 1 + retries attempts
 	 *    (= 4; with real RTM up to 1 + retries + busy_retries + 1 = 8, the
 	 *    budgets being separate), the other 4 are throttled: one attempt,
-	 *    counted 1 in 16 with weight 16: at most 16 counted for them;
+	 *    counted 1 in 64 with weight 64: at most 64 counted for them;
 	 *  - then one probe per count-down: max_probes() (14 for 200000).
 	 * The helpers that made the lock elide never attempt (they decide while
 	 * the lock only watches); one that raced past the gate flip might: 8.
@@ -423,8 +423,8 @@ static void judge_adaptive(const struct side *s, const struct elide_seg_lock *e,
 	      s->name, skipped, acquired);
 	/* Counted acquisitions fall short of the real ones by the sampling
 	 * (below 64 per thread), exceed them by at most a thread's last burst
-	 * (counted when granted, below 64) plus the throttled 1 in 16 weight
-	 * (16 per thread) and helpers racing past the gate flip. */
+	 * (counted when granted, below 64) plus the throttled 1 in 64 weight
+	 * (64 per thread) and helpers racing past the gate flip. */
 	check(acquired + below >= s->expected && acquired <= s->expected + above,
 	      "%s: ACQUIRED=%" PRIu64 " is not %" PRIu64 " (made) -%" PRIu64 "/+%" PRIu64 " (sampling 1 in %d)",
 	      s->name, acquired, s->expected, below, above, LIB_SAMPLE);
@@ -450,8 +450,8 @@ static void judge_mode_on(const struct side *s, const struct elide_seg_lock *e, 
 	uint64_t fallbacks = st[ELIDE_SEG_STAT_FALLBACKS];
 	/*
 	 * mode=on: every acquisition tries; each one's attempts and the
-	 * acquisition itself are counted with the same weight (1, or 16 for 1
-	 * in 16 throttled ones).  A throttled acquisition makes one attempt (none
+	 * acquisition itself are counted with the same weight (1, or 64 for 1
+	 * in 64 throttled ones).  A throttled acquisition makes one attempt (none
 	 * when it finds the lock held); only each thread's first two may make
 	 * more: 1 + retries (simulated), 1 + retries + busy_retries + 1 (RTM).
 	 */
