@@ -30,6 +30,10 @@ struct daemon_status {
 	bool have_unseen;
 	uint32_t refused, over_cap, uids_at_cap;
 	uint64_t refused_total, over_cap_total;
+	/* Processes with libelide but no segment; false with an older elided. */
+	bool have_no_segment;
+	uint32_t no_segment;
+	uint64_t no_segment_total;
 };
 
 static void daemon_status_free(struct daemon_status *d)
@@ -64,6 +68,9 @@ static void read_unseen(sd_bus *bus, struct daemon_status *d)
 			 get_trivial(bus, "UidsAtCap", 'u', &d->uids_at_cap) >= 0 &&
 			 get_trivial(bus, "SegmentsRefusedTotal", 't', &d->refused_total) >= 0 &&
 			 get_trivial(bus, "SegmentsOverCapTotal", 't', &d->over_cap_total) >= 0;
+	d->have_no_segment = d->have_unseen &&
+			     get_trivial(bus, "ProcessesWithoutSegment", 'u', &d->no_segment) >= 0 &&
+			     get_trivial(bus, "ProcessesWithoutSegmentTotal", 't', &d->no_segment_total) >= 0;
 }
 
 static int read_daemon(sd_bus *bus, struct daemon_status *d, sd_bus_error *e)
@@ -187,6 +194,12 @@ static void status_json(const struct daemon_status *d, bool daemon, const struct
 			json_uint(&j, d->refused_total);
 			json_key(&j, "segments_over_cap_total");
 			json_uint(&j, d->over_cap_total);
+			if (d->have_no_segment) {
+				json_key(&j, "processes_without_segment");
+				json_uint(&j, d->no_segment);
+				json_key(&j, "processes_without_segment_total");
+				json_uint(&j, d->no_segment_total);
+			}
 			json_end_object(&j);
 		}
 	}
@@ -282,6 +295,17 @@ int verb_status(struct source *s, const struct ctl_options *o, int argc, char **
 			else
 				snprintf(buf, sizeof(buf), "none (every segment in the runtime directory is tracked)");
 			line("Not tracked", buf);
+		}
+		if (d.have_no_segment) {
+			if (d.no_segment || d.no_segment_total)
+				snprintf(buf, sizeof(buf),
+					 "%u process%s with libelide but no segment (runtime directory full, "
+					 "unwritable or missing for %s, or stats=0); since start %" PRIu64,
+					 d.no_segment, d.no_segment == 1 ? "" : "es", d.no_segment == 1 ? "it" : "them",
+					 d.no_segment_total);
+			else
+				snprintf(buf, sizeof(buf), "none (every process with libelide has a segment)");
+			line("No segment", buf);
 		}
 	} else {
 		line("elided", "not running: reading segments directly (read-only)");

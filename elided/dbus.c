@@ -24,6 +24,8 @@
  *   UidsAtCap             u   uids with that many processes tracked
  *   SegmentsRefusedTotal  t   files refused since start
  *   SegmentsOverCapTotal  t   files refused by the cap since start
+ *   ProcessesWithoutSegment       u   exec'd with libelide, no segment (discovery.h)
+ *   ProcessesWithoutSegmentTotal  t   such processes found since start
  *
  * Methods.  "mode" is "adaptive", "on" or "off"; "state" of a process is
  * "on", or "off: <reason>"; rates are per second over the last interval,
@@ -39,6 +41,10 @@
  *        nlocks); only the caller's processes unless the caller is root.
  *       mode is the one elided applies: the runtime override, else the
  *       configuration's.  start_time is /proc/PID/stat field 22.
+ *   ListProcessesWithoutSegment() -> a(uuts) processes
+ *       (pid, uid, start_time, comm): the processes counted by
+ *       ProcessesWithoutSegment (discovery.h says which), only the caller's
+ *       unless the caller is root.
  *   ListPrograms() -> a(suuddddd) programs
  *       (exe, processes, locks, acquired_per_sec, commits_per_sec,
  *        aborts_per_sec, abort_ratio, cycles_lost_per_sec): the caller's
@@ -420,6 +426,10 @@ static int property_get_unseen(sd_bus *bus, const char *path, const char *interf
 		return sd_bus_message_append(reply, "u", (uint32_t)d->unseen.uids_at_cap);
 	if (strcmp(property, "SegmentsRefusedTotal") == 0)
 		return sd_bus_message_append(reply, "t", d->unseen.refused_total);
+	if (strcmp(property, "ProcessesWithoutSegment") == 0)
+		return sd_bus_message_append(reply, "u", (uint32_t)d->unseen.no_segment);
+	if (strcmp(property, "ProcessesWithoutSegmentTotal") == 0)
+		return sd_bus_message_append(reply, "t", d->unseen.no_segment_total);
 	return sd_bus_message_append(reply, "t", d->unseen.over_cap_total);
 }
 
@@ -527,6 +537,36 @@ static int method_list_processes(sd_bus_message *m, void *userdata, sd_bus_error
 			return r;
 	}
 
+	return array_reply_send(reply);
+}
+
+static int method_list_no_segment(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	const struct discovery_no_segment_proc *procs = NULL;
+	struct elided *d = userdata;
+	size_t n = 0;
+	uid_t uid;
+	int r;
+
+	r = caller_uid(m, &uid, error);
+	if (r < 0)
+		return r;
+	r = array_reply_begin(m, "(uuts)", &reply);
+	if (r < 0)
+		return r;
+	if (d->discovery)
+		n = discovery_no_segment_list(d->discovery, &procs);
+	for (size_t i = 0; i < n; i++) {
+		char comm[sizeof(procs[i].comm)];
+
+		if (!elided_bus_may_access(uid, procs[i].uid))
+			continue;
+		r = sd_bus_message_append(reply, "(uuts)", (uint32_t)procs[i].pid, (uint32_t)procs[i].uid,
+					  procs[i].start_time, bus_string(procs[i].comm, comm, sizeof(comm)));
+		if (r < 0)
+			return r;
+	}
 	return array_reply_send(reply);
 }
 
@@ -927,6 +967,8 @@ static const sd_bus_vtable manager_vtable[] = {
 	SD_BUS_PROPERTY("UidsAtCap", "u", property_get_unseen, 0, 0),
 	SD_BUS_PROPERTY("SegmentsRefusedTotal", "t", property_get_unseen, 0, 0),
 	SD_BUS_PROPERTY("SegmentsOverCapTotal", "t", property_get_unseen, 0, 0),
+	SD_BUS_PROPERTY("ProcessesWithoutSegment", "u", property_get_unseen, 0, 0),
+	SD_BUS_PROPERTY("ProcessesWithoutSegmentTotal", "t", property_get_unseen, 0, 0),
 
 	SD_BUS_METHOD_WITH_NAMES("GetStatus",
 				 NULL, "",
@@ -939,6 +981,10 @@ static const sd_bus_vtable manager_vtable[] = {
 				 NULL, "",
 				 "a(uusssssddddtu)", SD_BUS_PARAM(processes),
 				 method_list_processes, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_NAMES("ListProcessesWithoutSegment",
+				 NULL, "",
+				 "a(uuts)", SD_BUS_PARAM(processes),
+				 method_list_no_segment, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("ListPrograms",
 				 NULL, "",
 				 "a(suuddddd)", SD_BUS_PARAM(programs),

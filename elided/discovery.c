@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,14 +16,17 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "discovery.h"
 #include "log.h"
 #include "macros.h"
+#include "segment-names.h"
 #include "segment-reader.h"
 
 #ifdef HAVE_BPF
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "procwatch.h"
@@ -30,7 +34,7 @@
 #endif
 
 #define INOTIFY_MASK (IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR | IN_DONT_FOLLOW)
-#define BPF_DESCRIPTION "bpf (sched_process_exec/exit tracepoints, ring buffer)"
+#define BPF_DESCRIPTION "bpf (tp_btf sched_process_exec/exit, ring buffer)"
 #define FALLBACK_PREFIX "fallback (inotify + pidfd): "
 #define VMLINUX_BTF_PATH "/sys/kernel/btf/vmlinux"
 
@@ -39,6 +43,53 @@ struct pid_watch {
 	pid_t pid;
 	uint64_t start_time; /* 0: not known */
 	sd_event_source *source; /* owns the pidfd */
+};
+
+/*
+ * Processes with libelide but no segment (discovery.h, discovery_tick).
+ * Candidates wait in a ring until their grace period is over, then are
+ * checked within a per-tick budget; those counted are kept in a small
+ * unsorted array (removed on exit, on a segment of theirs, on a recheck).
+ */
+#define NOSEG_GRACE_TICKS 2        /* libelide creates the segment in its constructor */
+#define NOSEG_GRACE_NS NS_PER_SEC  /* and at least this long, for a loaded machine */
+#define NOSEG_QUEUE_MAX 4096u      /* candidates waiting; more: dropped, then a sweep */
+#define NOSEG_SET_MAX 1024u        /* processes counted at once (the count saturates) */
+#define NOSEG_STAT_BUDGET 256u     /* /proc/PID/stat reads per tick (those that open) */
+#define NOSEG_MAPS_BUDGET 32u      /* /proc/PID/maps reads per tick */
+#define NOSEG_MAPS_MAX (1u << 20)  /* bytes of one maps file read at most */
+#define NOSEG_SWEEP_BUDGET 512u    /* /proc entries queued per tick by a sweep */
+#define NOSEG_SWEEP_NS (60 * NS_PER_SEC) /* without BPF: a sweep of /proc this often */
+#define NOSEG_RECHECK_TICKS 5u     /* counted processes checked against /proc */
+#define NOSEG_WARN_NS (300 * NS_PER_SEC) /* at most one warning line this often */
+#define NS_PER_SEC 1000000000ull
+
+/* Linux's task flags (include/linux/sched.h), as /proc/PID/stat field 9. */
+#define PF_FORKNOEXEC_FLAG 0x00000040u /* forked, has not exec'd */
+#define PF_KTHREAD_FLAG 0x00200000u
+
+struct noseg_candidate {
+	pid_t pid;
+	uint64_t start; /* clock ticks; 0: whoever has the pid when checked */
+	uint64_t tick;  /* discovery_tick count when it became a candidate */
+	uint64_t ns;    /* and CLOCK_MONOTONIC then */
+};
+
+
+struct noseg {
+	uint64_t ticks;
+	struct noseg_candidate *queue; /* ring of NOSEG_QUEUE_MAX, allocated on first use */
+	size_t head, len;
+	bool dropped;            /* candidates dropped: a sweep makes up for them */
+	DIR *sweep;              /* /proc while a sweep is under way */
+	uint64_t last_sweep_ns;  /* 0: none yet (one is due at the first tick) */
+	bool sweep_wanted;
+	struct discovery_no_segment_proc *procs;
+	size_t n, alloc;
+	uint64_t total;          /* processes counted since start */
+	size_t new_since_warning;
+	struct discovery_no_segment_proc first_new; /* for the warning */
+	uint64_t last_warning_ns;
 };
 
 /* A sorted array of names, for the known-segment set and scans. */
@@ -67,6 +118,9 @@ struct discovery {
 	enum discovery_method method;
 	char description[512];
 	uint64_t ns_per_tick; /* BPF start times (ns) to /proc's clock ticks */
+
+	/* Processes with libelide but no segment (discovery_tick). */
+	struct noseg noseg;
 
 #ifdef HAVE_BPF
 	struct procwatch_bpf *skel;
@@ -161,6 +215,8 @@ static int name_set_remove(struct name_set *s, const char *name)
 	return 1;
 }
 
+static void noseg_forget(struct discovery *d, pid_t pid, uint64_t start);
+
 static void segment_added(struct discovery *d, const char *name)
 {
 	int r;
@@ -172,8 +228,16 @@ static void segment_added(struct discovery *d, const char *name)
 		log_error_errno(r, "discovery: cannot track segment %s", name);
 		return;
 	}
-	if (r > 0 && d->ops->segment_added)
-		d->ops->segment_added(d->userdata, name);
+	if (r > 0) {
+		pid_t pid;
+		uint64_t start;
+
+		/* Not counted any more: elided sees it now. */
+		if (seg_parse_name(name, &pid, &start) == 0)
+			noseg_forget(d, pid, start);
+		if (d->ops->segment_added)
+			d->ops->segment_added(d->userdata, name);
+	}
 }
 
 static void segment_removed(struct discovery *d, const char *name)
@@ -332,6 +396,8 @@ static int on_inotify(sd_event_source *s, int fd, uint32_t revents, void *userda
 			segment_removed(d, name);
 		}
 		d->inotify_source = sd_event_source_disable_unref(d->inotify_source);
+		/* Their processes have no segment here any more: count them. */
+		d->noseg.sweep_wanted = true;
 		return 0;
 	}
 	if (overflow) {
@@ -363,6 +429,365 @@ static int setup_inotify(struct discovery *d)
 	(void)sd_event_source_set_priority(d->inotify_source, PRIORITY_SEGMENTS);
 	(void)sd_event_source_set_description(d->inotify_source, "discovery-inotify");
 	return 0;
+}
+
+/* ---- processes with libelide but no segment ---- */
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * NS_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Whether a segment of pid is known: of the process that started at
+ * `start` ("PID-START.seg", "PID-START-GEN.seg"), or of any process with
+ * that pid when start is 0.  Names only: the known set is sorted, so the
+ * names with the prefix are contiguous and start at its lower bound.
+ */
+static bool has_segment(const struct discovery *d, pid_t pid, uint64_t start)
+{
+	char prefix[48];
+	size_t len, i;
+	bool found;
+
+	if (start)
+		snprintf(prefix, sizeof(prefix), "%d-%" PRIu64, (int)pid, start);
+	else
+		snprintf(prefix, sizeof(prefix), "%d-", (int)pid);
+	len = strlen(prefix);
+	for (i = name_set_find(&d->known, prefix, &found); i < d->known.n; i++) {
+		const char *name = d->known.names[i];
+
+		if (strncmp(name, prefix, len) != 0)
+			break;
+		if (!start || name[len] == '.' || name[len] == '-')
+			return true;
+	}
+	return false;
+}
+
+static struct discovery_no_segment_proc *noseg_find(struct discovery *d, pid_t pid, size_t *index)
+{
+	for (size_t i = 0; i < d->noseg.n; i++)
+		if (d->noseg.procs[i].pid == pid) {
+			if (index)
+				*index = i;
+			return &d->noseg.procs[i];
+		}
+	return NULL;
+}
+
+/* pid (the process that started at start; 0: any) is not counted any more. */
+static void noseg_forget(struct discovery *d, pid_t pid, uint64_t start)
+{
+	struct discovery_no_segment_proc *p;
+	size_t i;
+
+	p = noseg_find(d, pid, &i);
+	if (p && (!start || !p->start_time || p->start_time == start))
+		d->noseg.procs[i] = d->noseg.procs[--d->noseg.n];
+}
+
+static void noseg_enqueue(struct discovery *d, pid_t pid, uint64_t start)
+{
+	struct noseg *ns = &d->noseg;
+	struct noseg_candidate *c;
+
+	if (!ns->queue) {
+		ns->queue = calloc(NOSEG_QUEUE_MAX, sizeof(*ns->queue));
+		if (!ns->queue) {
+			ns->dropped = true;
+			return;
+		}
+	}
+	if (ns->len == NOSEG_QUEUE_MAX) {
+		ns->dropped = true;
+		return;
+	}
+	c = &ns->queue[(ns->head + ns->len++) % NOSEG_QUEUE_MAX];
+	c->pid = pid;
+	c->start = start;
+	c->tick = ns->ticks;
+	c->ns = monotonic_ns();
+}
+
+/*
+ * /proc/PID/stat: state, flags and start time, and the comm.  The comm is
+ * the program's (any bytes but NUL, ')' included): the fields are read
+ * after the last ')'.  -errno (-ENOENT: gone).
+ */
+static int read_proc_stat(pid_t pid, char *state, unsigned *flags, uint64_t *start, char comm[16])
+{
+	char path[32], buf[1024];
+	const char *open_paren, *close_paren;
+	unsigned long long st;
+	ssize_t n;
+	size_t len;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -ENOENT;
+	buf[n] = '\0';
+	open_paren = strchr(buf, '(');
+	close_paren = strrchr(buf, ')');
+	if (!open_paren || !close_paren || close_paren < open_paren)
+		return -EBADMSG;
+	/* state ppid pgrp session tty_nr tpgid flags, then 12 fields, starttime */
+	if (sscanf(close_paren + 1, " %c %*d %*d %*d %*d %*d %u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+		   state, flags, &st) != 3)
+		return -EBADMSG;
+	*start = st;
+	len = (size_t)(close_paren - open_paren - 1);
+	if (len > 15)
+		len = 15;
+	memcpy(comm, open_paren + 1, len);
+	comm[len] = '\0';
+	return 0;
+}
+
+/*
+ * 1 when /proc/PID/maps maps a file named libelide.so (or libelide.so.N...),
+ * 0 when not (within the first NOSEG_MAPS_MAX bytes), -errno.  The text is
+ * the kernel's; the names in it are whatever the process mapped, so they
+ * are only compared, never used.
+ */
+static int maps_libelide(pid_t pid)
+{
+	static const char needle[] = "/libelide.so";
+	char path[32], *line = NULL;
+	size_t alloc = 0, total = 0;
+	ssize_t n;
+	int fd, r = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	f = fdopen(fd, "re");
+	if (!f) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	while (total < NOSEG_MAPS_MAX && (n = getline(&line, &alloc, f)) > 0) {
+		const char *hit;
+
+		total += (size_t)n;
+		if (n > 0 && line[n - 1] == '\n')
+			line[n - 1] = '\0';
+		hit = strstr(line, needle);
+		if (hit && (hit[sizeof(needle) - 1] == '\0' || hit[sizeof(needle) - 1] == '.')) {
+			r = 1;
+			break;
+		}
+	}
+	free(line);
+	fclose(f);
+	return r;
+}
+
+enum noseg_verdict {
+	NOSEG_DONE,      /* checked (or needs no check): next candidate */
+	NOSEG_OVER_BUDGET,
+};
+
+static enum noseg_verdict noseg_check(struct discovery *d, const struct noseg_candidate *c, unsigned *stat_budget,
+				      unsigned *maps_budget)
+{
+	struct discovery_no_segment_proc *p;
+	unsigned flags;
+	uint64_t start;
+	char state, comm[16];
+	int r;
+
+	if (has_segment(d, c->pid, c->start))
+		return NOSEG_DONE;
+	p = noseg_find(d, c->pid, NULL);
+	if (p && (!c->start || p->start_time == c->start))
+		return NOSEG_DONE; /* counted already */
+	if (*stat_budget == 0 || *maps_budget == 0)
+		return NOSEG_OVER_BUDGET;
+	r = read_proc_stat(c->pid, &state, &flags, &start, comm);
+	if (r == -ENOENT || r == -ESRCH)
+		return NOSEG_DONE; /* gone: free, not charged */
+	(*stat_budget)--;
+	if (r < 0 || (c->start && start != c->start))
+		return NOSEG_DONE;
+	/* Kernel threads map nothing; a fork child that has not exec'd runs
+	 * its parent's image, whose libelide creates its segment lazily. */
+	if ((flags & (PF_KTHREAD_FLAG | PF_FORKNOEXEC_FLAG)) || state == 'Z' || state == 'X')
+		return NOSEG_DONE;
+	if (has_segment(d, c->pid, start))
+		return NOSEG_DONE;
+	(*maps_budget)--;
+	r = maps_libelide(c->pid);
+	if (r <= 0)
+		return NOSEG_DONE;
+	/* A process of the pid counted before is not this one. */
+	noseg_forget(d, c->pid, 0);
+	d->noseg.total++;
+	log_debug("discovery: pid %d (%s) runs with libelide but has no segment", (int)c->pid, comm);
+	if (d->noseg.new_since_warning++ == 0) {
+		d->noseg.first_new.pid = c->pid;
+		d->noseg.first_new.start_time = start;
+		memcpy(d->noseg.first_new.comm, comm, sizeof(comm));
+	}
+	if (d->noseg.n == NOSEG_SET_MAX)
+		return NOSEG_DONE; /* counted in the total, not followed */
+	if (grow((void **)&d->noseg.procs, &d->noseg.alloc, d->noseg.n + 1, sizeof(*d->noseg.procs)) < 0)
+		return NOSEG_DONE;
+	p = &d->noseg.procs[d->noseg.n++];
+	p->pid = c->pid;
+	p->start_time = start;
+	memcpy(p->comm, comm, sizeof(comm));
+	/* Who may see it over D-Bus; root (nobody else) when unreadable. */
+	if (seg_proc_uid(NULL, c->pid, &p->uid) < 0)
+		p->uid = 0;
+	return NOSEG_DONE;
+}
+
+/* Queue the processes of /proc, up to NOSEG_SWEEP_BUDGET a tick. */
+static void noseg_sweep(struct discovery *d)
+{
+	struct noseg *ns = &d->noseg;
+	unsigned queued = 0;
+	struct dirent *de;
+
+	if (!ns->sweep) {
+		ns->sweep = opendir("/proc");
+		if (!ns->sweep)
+			return;
+		ns->dropped = false;
+		ns->sweep_wanted = false;
+		ns->last_sweep_ns = monotonic_ns();
+	}
+	/* procfs lists pids in increasing order, resuming where it stopped. */
+	while (queued < NOSEG_SWEEP_BUDGET && ns->len < NOSEG_QUEUE_MAX) {
+		char *end;
+		long pid;
+
+		errno = 0;
+		de = readdir(ns->sweep);
+		if (!de) {
+			closedir(ns->sweep);
+			ns->sweep = NULL;
+			return;
+		}
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		pid = strtol(de->d_name, &end, 10);
+		if (*end || pid <= 0 || pid > INT32_MAX || has_segment(d, (pid_t)pid, 0) || noseg_find(d, (pid_t)pid, NULL))
+			continue;
+		noseg_enqueue(d, (pid_t)pid, 0);
+		queued++;
+	}
+}
+
+/* Drop the counted processes that are gone (without BPF no exit says so). */
+static void noseg_recheck(struct discovery *d)
+{
+	for (size_t i = 0; i < d->noseg.n;) {
+		struct discovery_no_segment_proc *p = &d->noseg.procs[i];
+		unsigned flags;
+		uint64_t start;
+		char state, comm[16];
+
+		if (read_proc_stat(p->pid, &state, &flags, &start, comm) < 0 || start != p->start_time || state == 'Z' ||
+		    state == 'X' || has_segment(d, p->pid, p->start_time))
+			d->noseg.procs[i] = d->noseg.procs[--d->noseg.n];
+		else
+			i++;
+	}
+}
+
+static void noseg_warn(struct discovery *d, uint64_t now)
+{
+	struct noseg *ns = &d->noseg;
+	char comm[64];
+	size_t i, o = 0;
+
+	if (ns->new_since_warning == 0 || (ns->last_warning_ns && now - ns->last_warning_ns < NOSEG_WARN_NS))
+		return;
+	/* The comm is the program's choice: printable ASCII only. */
+	for (i = 0; ns->first_new.comm[i] && o < sizeof(comm) - 5; i++) {
+		unsigned char ch = (unsigned char)ns->first_new.comm[i];
+
+		if (ch >= 0x20 && ch < 0x7f && ch != '\\')
+			comm[o++] = (char)ch;
+		else
+			o += (size_t)snprintf(comm + o, sizeof(comm) - o, "\\x%02x", ch);
+	}
+	comm[o] = '\0';
+	log_warning("processes with libelide but no segment in %s: %zu new since %s (the first: pid %d (%s)), %zu now; "
+		    "elided cannot see them: the directory is full, unwritable or missing for them, they use "
+		    "another ELIDE_RUNTIME_DIR, or run with stats=0 (libelide says why on their stderr)",
+		    d->runtime_dir, ns->new_since_warning, ns->last_warning_ns ? "the last warning" : "start",
+		    (int)ns->first_new.pid, comm, ns->n);
+	ns->new_since_warning = 0;
+	ns->last_warning_ns = now;
+}
+
+void discovery_tick(struct discovery *d)
+{
+	struct noseg *ns = &d->noseg;
+	unsigned stat_budget = NOSEG_STAT_BUDGET, maps_budget = NOSEG_MAPS_BUDGET;
+	uint64_t now = monotonic_ns();
+
+	ns->ticks++;
+	/* With BPF every exec is a candidate: a sweep finds what ran before
+	 * we started, and what a full queue dropped.  Without, every minute. */
+	if (!ns->sweep &&
+	    (ns->sweep_wanted || ns->last_sweep_ns == 0 || (ns->dropped && ns->len < NOSEG_QUEUE_MAX / 2) ||
+	     (d->method != DISCOVERY_BPF && now - ns->last_sweep_ns >= NOSEG_SWEEP_NS)))
+		noseg_sweep(d);
+	else if (ns->sweep)
+		noseg_sweep(d);
+
+	while (ns->len > 0) {
+		const struct noseg_candidate *c = &ns->queue[ns->head];
+
+		if (c->tick + NOSEG_GRACE_TICKS > ns->ticks || c->ns + NOSEG_GRACE_NS > now)
+			break;
+		if (noseg_check(d, c, &stat_budget, &maps_budget) == NOSEG_OVER_BUDGET)
+			break;
+		ns->head = (ns->head + 1) % NOSEG_QUEUE_MAX;
+		ns->len--;
+	}
+	if (ns->ticks % NOSEG_RECHECK_TICKS == 0)
+		noseg_recheck(d);
+	noseg_warn(d, now);
+}
+
+size_t discovery_no_segment(const struct discovery *d, uint64_t *total)
+{
+	if (total)
+		*total = d->noseg.total;
+	return d->noseg.n;
+}
+
+size_t discovery_no_segment_list(const struct discovery *d, const struct discovery_no_segment_proc **ret)
+{
+	*ret = d->noseg.procs;
+	return d->noseg.n;
+}
+
+static void noseg_free(struct noseg *ns)
+{
+	if (ns->sweep)
+		closedir(ns->sweep);
+	free(ns->queue);
+	free(ns->procs);
+	*ns = (struct noseg){};
 }
 
 /* ---- fallback: one pidfd per watched process ---- */
@@ -471,6 +896,8 @@ void discovery_unwatch_pid(struct discovery *d, pid_t pid)
 
 /* ---- BPF: sched_process_exec/exit into a ring buffer ---- */
 
+bool discovery_bpf_exit_by_live_count;
+
 #ifdef HAVE_BPF
 /* libbpf has no user data for its printer: the last warning for the notice. */
 static char libbpf_last_warning[256];
@@ -510,19 +937,28 @@ static int on_ring_event(void *ctx, void *data, size_t size)
 	if (size < sizeof(*e) || e->pid == 0 || e->pid > (__u32)INT32_MAX)
 		return 0;
 	switch (e->type) {
-	case PROCWATCH_EXEC:
+	case PROCWATCH_EXEC: {
+		uint64_t start = d->ns_per_tick ? e->start_boottime / d->ns_per_tick : 0;
+
+		/* A new image: its libelide (if any) makes a segment now. */
+		noseg_forget(d, (pid_t)e->pid, start);
+		noseg_enqueue(d, (pid_t)e->pid, start);
 		if (!d->ops->process_exec)
 			break;
 		memcpy(comm, e->comm, PROCWATCH_COMM_LEN);
 		comm[PROCWATCH_COMM_LEN] = '\0';
 		d->ops->process_exec(d->userdata, (pid_t)e->pid, comm);
 		break;
-	case PROCWATCH_EXIT:
+	}
+	case PROCWATCH_EXIT: {
+		uint64_t start = d->ns_per_tick ? e->start_boottime / d->ns_per_tick : 0;
+
 		/* The kernel's word for which process died: trusted as is. */
+		noseg_forget(d, (pid_t)e->pid, start);
 		if (d->ops->process_exit)
-			d->ops->process_exit(d->userdata, (pid_t)e->pid,
-					     d->ns_per_tick ? e->start_boottime / d->ns_per_tick : 0);
+			d->ops->process_exit(d->userdata, (pid_t)e->pid, start);
 		break;
+	}
 	}
 	return 0;
 }
@@ -553,9 +989,39 @@ static void bpf_teardown(struct discovery *d)
 	d->skel = NULL;
 }
 
-/* 0 with the program attached, or -errno with d->description saying why not. */
+/*
+ * Whether the kernel's sched_process_exit passes group_dead (6.16 and
+ * later): its BTF prototype then has three parameters (the hidden __data,
+ * the task, group_dead).  0 or 1; -errno when the BTF cannot be read.
+ */
+static int exit_has_group_dead(void)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+	const struct btf_type *t;
+	__s32 id;
+	int r = 0;
+
+	if (!btf)
+		return errno > 0 ? -errno : -ENOENT;
+	id = btf__find_by_name_kind(btf, "btf_trace_sched_process_exit", BTF_KIND_TYPEDEF);
+	t = id > 0 ? btf__type_by_id(btf, (__u32)id) : NULL;
+	if (t)
+		t = btf__type_by_id(btf, t->type);
+	if (t && btf_is_ptr(t))
+		t = btf__type_by_id(btf, t->type);
+	if (t && btf_is_func_proto(t))
+		r = btf_vlen(t) >= 3;
+	btf__free(btf);
+	return r;
+}
+
+/*
+ * 0 with the programs attached, or -errno with d->description saying why
+ * not.  BTF-enabled tracepoints: no tracefs needed, only the kernel's BTF.
+ */
 static int bpf_setup(struct discovery *d)
 {
+	struct bpf_program *exit_prog, *unused;
 	const char *step;
 	int r;
 
@@ -569,23 +1035,39 @@ static int bpf_setup(struct discovery *d)
 	libbpf_last_warning[0] = '\0';
 	libbpf_set_print(libbpf_print);
 
-	step = "load";
-	d->skel = procwatch_bpf__open_and_load();
+	step = "open";
+	d->skel = procwatch_bpf__open();
 	if (!d->skel) {
 		r = errno > 0 ? -errno : -EINVAL;
 		goto fail;
 	}
-	step = "attach";
-	r = procwatch_bpf__attach(d->skel);
-	if (r == -ENOENT && access("/sys/kernel/tracing/events", F_OK) < 0 &&
-	    access("/sys/kernel/debug/tracing/events", F_OK) < 0) {
-		/* "tp/" programs find their tracepoint ids in tracefs; systemd
-		 * mounts it, bare containers often do not. */
-		snprintf(libbpf_last_warning, sizeof(libbpf_last_warning),
-			 "tracefs is not mounted at /sys/kernel/tracing");
-	}
+	step = "read the kernel's BTF for";
+	r = discovery_bpf_exit_by_live_count ? 0 : exit_has_group_dead();
 	if (r < 0)
 		goto fail;
+	exit_prog = r ? d->skel->progs.procwatch_exit_gd : d->skel->progs.procwatch_exit;
+	unused = r ? d->skel->progs.procwatch_exit : d->skel->progs.procwatch_exit_gd;
+	(void)bpf_program__set_autoload(unused, false);
+
+	step = "load";
+	r = procwatch_bpf__load(d->skel);
+	if (r < 0)
+		goto fail;
+	/* One by one: the program not loaded has nothing to attach. */
+	step = "attach";
+	d->skel->links.procwatch_exec = bpf_program__attach(d->skel->progs.procwatch_exec);
+	if (!d->skel->links.procwatch_exec) {
+		r = errno > 0 ? -errno : -EINVAL;
+		goto fail;
+	}
+	if (exit_prog == d->skel->progs.procwatch_exit_gd)
+		d->skel->links.procwatch_exit_gd = bpf_program__attach(exit_prog);
+	else
+		d->skel->links.procwatch_exit = bpf_program__attach(exit_prog);
+	if (!d->skel->links.procwatch_exit_gd && !d->skel->links.procwatch_exit) {
+		r = errno > 0 ? -errno : -EINVAL;
+		goto fail;
+	}
 	step = "open the ring buffer of";
 	d->rb = ring_buffer__new(bpf_map__fd(d->skel->maps.events), on_ring_event, d, NULL);
 	if (!d->rb) {
@@ -721,6 +1203,7 @@ int discovery_reopen(struct discovery *d)
 	d->dir_gone = false;
 	/* Their processes were dropped with the old directory. */
 	name_set_clear(&d->known);
+	d->noseg.sweep_wanted = true;
 	return rescan(d);
 }
 
@@ -739,6 +1222,7 @@ void discovery_free(struct discovery *d)
 	for (size_t i = 0; i < d->n_watches; i++)
 		watch_free(d->watches[i]);
 	free(d->watches);
+	noseg_free(&d->noseg);
 	sd_event_source_disable_unref(d->inotify_source);
 	if (d->dir_fd >= 0)
 		close(d->dir_fd);

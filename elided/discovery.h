@@ -82,7 +82,7 @@ void discovery_free(struct discovery *d);
 
 enum discovery_method discovery_get_method(const struct discovery *d);
 /*
- * "bpf (sched_process_exec/exit tracepoints, ring buffer)" or
+ * "bpf (tp_btf sched_process_exec/exit, ring buffer)" or
  * "fallback (inotify + pidfd): <why BPF is not used>".
  */
 const char *discovery_describe(const struct discovery *d);
@@ -113,5 +113,43 @@ int discovery_dir_replaced(const struct discovery *d);
 int discovery_reopen(struct discovery *d);
 /* The directory held open (for reads relative to it); -1 when none. */
 int discovery_dir_fd(const struct discovery *d);
+
+/*
+ * Processes with libelide but no segment: what elided cannot see because
+ * the runtime directory is full, unwritable or missing for them (or they
+ * run with stats=0).  A process counts when
+ *   - it runs a program it exec'd (not a fork child that has not exec'd:
+ *     flag PF_FORKNOEXEC in /proc/PID/stat; libelide makes the segment of
+ *     an exec'd program in its constructor, a fork child's only when it
+ *     first needs one),
+ *   - /proc/PID/maps maps a file named libelide.so (or libelide.so.N),
+ *   - and two ticks (and at least a second) after it became a candidate,
+ *     no segment in the runtime directory has its pid and start time.
+ * Candidates: with BPF every exec, and a sweep of /proc at the first tick
+ * (what ran before elided), after the runtime directory went or came back,
+ * and after candidates were dropped; without BPF a sweep every minute.
+ * Work per tick is bounded (stat and maps reads); a warning line at most
+ * every 5 minutes says how many were found since the last one.
+ *
+ * discovery_tick does that work: call it once per interval.
+ * discovery_no_segment: how many are counted now (at most 1024 are
+ * followed), *total how many were found since start.
+ */
+void discovery_tick(struct discovery *d);
+size_t discovery_no_segment(const struct discovery *d, uint64_t *total);
+
+struct discovery_no_segment_proc {
+	pid_t pid;
+	uid_t uid;           /* effective, when it was counted */
+	uint64_t start_time; /* /proc/PID/stat field 22 */
+	char comm[16];       /* as the kernel had it (the program's bytes) */
+};
+/* The processes counted now; *ret points into d, valid until the next
+ * call into d or event dispatched. */
+size_t discovery_no_segment_list(const struct discovery *d, const struct discovery_no_segment_proc **ret);
+
+/* Tests: load the exit program for kernels before 6.16 (no group_dead
+ * argument) whatever the kernel. */
+extern bool discovery_bpf_exit_by_live_count;
 
 #endif

@@ -175,6 +175,10 @@ struct elided {
 	struct {
 		size_t refused, over_cap, uids_at_cap;
 		uint64_t refused_total, over_cap_total;
+		/* Processes with libelide but no segment (discovery_no_segment),
+		 * as of the last interval. */
+		size_t no_segment;
+		uint64_t no_segment_total;
 	} unseen;
 	bool runtime_dir_lost;       /* warned: the path is not the directory we hold */
 };

@@ -207,6 +207,10 @@ static int on_interval(sd_event_source *s, uint64_t usec, void *userdata)
 	uint64_t next = (uint64_t)(d->config->interval * 1e6);
 
 	check_runtime_dir(d);
+	if (d->discovery) {
+		discovery_tick(d->discovery);
+		d->unseen.no_segment = discovery_no_segment(d->discovery, &d->unseen.no_segment_total);
+	}
 	elided_refresh_all(d);
 	d->intervals++;
 	/* Summaries of ended rate-limit windows, without waiting for a next message. */

@@ -2,6 +2,12 @@
 /*
  * procwatch: process exec and exit events for elided's discovery, from the
  * sched_process_exec and sched_process_exit tracepoints into a ring buffer.
+ *
+ * BTF-enabled tracepoints ("tp_btf/"): attached through the kernel's BTF
+ * (/sys/kernel/btf/vmlinux) alone, without tracefs, which "tp/" programs
+ * need to find their tracepoint ids and which bare containers and minimal
+ * hosts often do not mount.  tp_btf exists since 5.5, the ring buffer
+ * since 5.8: every kernel that has the one has the other.
  * CO-RE: built once against vmlinux.h, relocated by libbpf at load time.
  */
 #include "vmlinux.h"
@@ -13,9 +19,9 @@
 
 /*
  * GPL-compatible license: the kernel only lets GPL programs call gpl_only
- * helpers (bpf_probe_read_kernel, bpf_get_current_task, which any CO-RE read
- * of task_struct needs).  This file is LGPL-2.1-or-later, which may be
- * distributed under the GPL, so declaring "GPL" here is allowed.
+ * helpers (bpf_probe_read_kernel, which any CO-RE read of task_struct
+ * needs).  This file is LGPL-2.1-or-later, which may be distributed under
+ * the GPL, so declaring "GPL" here is allowed.
  */
 char LICENSE[] SEC("license") = "GPL";
 
@@ -25,24 +31,13 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
-/*
- * Recent kernels pass group_dead to sched_process_exit.  Declared here
- * (the ___ suffix is dropped when libbpf matches types) so the program still
- * builds against an older vmlinux.h and still loads on an older kernel.
- */
-struct trace_event_raw_sched_process_exit___gd {
-	bool group_dead;
-} __attribute__((preserve_access_index));
-
 /* Named start_boottime since 5.5 (real_start_time before, not read here). */
 struct task_struct___sb {
 	u64 start_boottime;
 } __attribute__((preserve_access_index));
 
-static __always_inline int emit(__u32 type)
+static __always_inline int emit(__u32 type, struct task_struct *task)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct task_struct___sb *leader = (void *)BPF_CORE_READ(task, group_leader);
 	struct procwatch_event *e;
 
@@ -50,8 +45,8 @@ static __always_inline int emit(__u32 type)
 	if (!e)
 		return 0; /* full: user space is behind; nothing better to do here */
 	e->type = type;
-	e->pid = id >> 32;
-	e->tid = (__u32)id;
+	e->pid = BPF_CORE_READ(task, tgid);
+	e->tid = BPF_CORE_READ(task, pid);
 	e->reserved = 0;
 	/* Which process had the pid: user space compares it with the start
 	 * time in the segment's name instead of asking /proc, where a zombie
@@ -59,36 +54,44 @@ static __always_inline int emit(__u32 type)
 	e->start_boottime = 0;
 	if (bpf_core_field_exists(leader->start_boottime))
 		e->start_boottime = BPF_CORE_READ(leader, start_boottime);
+	/* The task is current in both tracepoints. */
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
 
-SEC("tp/sched/sched_process_exec")
-int procwatch_exec(struct trace_event_raw_sched_process_exec *ctx)
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(procwatch_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	/* After de_thread() the exec'ing thread is the group leader and its
 	 * comm is already the new program's. */
-	return emit(PROCWATCH_EXEC);
+	return emit(PROCWATCH_EXEC, p);
 }
 
-SEC("tp/sched/sched_process_exit")
-int procwatch_exit(struct trace_event_raw_sched_process_exit *ctx)
+/*
+ * One event per process, from the thread that ended the thread group (a
+ * leader that called pthread_exit() leaves the process running).  Since
+ * 6.16 the tracepoint says so itself (group_dead); discovery.c loads this
+ * program where the kernel's BTF shows that argument, else the one below.
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(procwatch_exit_gd, struct task_struct *p, bool group_dead)
 {
-	struct trace_event_raw_sched_process_exit___gd *gd = (void *)ctx;
-	__u64 id = bpf_get_current_pid_tgid();
-
-	/*
-	 * One event per process.  Where the kernel says whether this was the
-	 * group's last thread, use that: a leader that called pthread_exit()
-	 * leaves the process running.  Elsewhere, report the group leader's
-	 * exit (pid == tgid).
-	 */
-	if (bpf_core_field_exists(gd->group_dead)) {
-		if (!gd->group_dead)
-			return 0;
-	} else if ((__u32)(id >> 32) != (__u32)id) {
+	if (!group_dead)
 		return 0;
-	}
-	return emit(PROCWATCH_EXIT);
+	return emit(PROCWATCH_EXIT, p);
+}
+
+/*
+ * Older kernels: do_exit() counts the group's live threads down before the
+ * tracepoint, so 0 means every thread is past that point and none runs
+ * user code again.  Threads that exit together may each see 0: user space
+ * takes a second event for the same process and start time as a no-op.
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(procwatch_exit, struct task_struct *p)
+{
+	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+		return 0;
+	return emit(PROCWATCH_EXIT, p);
 }

@@ -179,6 +179,20 @@ const char *discovery_describe(const struct discovery *disc)
 	return "fallback (inotify+pidfd): test";
 }
 
+/* Two processes without a segment: ours (PID_A's uid) and uid + 1's. */
+size_t discovery_no_segment_list(const struct discovery *disc, const struct discovery_no_segment_proc **ret)
+{
+	static struct discovery_no_segment_proc procs[] = {
+		{ .pid = 5252, .start_time = 7, .comm = "mine" },
+		{ .pid = 5353, .start_time = 8, .comm = "bad\xff" "comm" },
+	};
+
+	procs[0].uid = getuid();
+	procs[1].uid = getuid() + 1;
+	*ret = procs;
+	return ARRAY_SIZE(procs);
+}
+
 const char *policy_mode_to_string(enum policy_mode mode)
 {
 	switch (mode) {
@@ -355,6 +369,8 @@ static void fill_state(void)
 
 	d.processes = &proc_a;
 	d.nprocesses = 2;
+	d.unseen.no_segment = 3; /* counted; the list (stub) has two */
+	d.unseen.no_segment_total = 5;
 	d.runtime_dir = runtime_dir;
 	d.discovery = (struct discovery *)fake_discovery;
 	d.config = &config;
@@ -679,6 +695,84 @@ START_TEST(test_list_processes)
 	ck_assert_str_eq(b->mode, "off");
 	ck_assert_str_eq(b->state, "off: RTM not usable: TSX disabled");
 	ck_assert_double_eq(b->ratio, 0);
+}
+END_TEST
+
+static uint32_t prop_u(sd_bus *bus, const char *name)
+{
+	_cleanup_bus_error_ sd_bus_error error = SD_BUS_ERROR_NULL;
+	uint32_t v = UINT32_MAX;
+
+	ck_assert_int_ge(sd_bus_get_property_trivial(bus, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, name,
+						     &error, 'u', &v), 0);
+	return v;
+}
+
+static uint64_t prop_t(sd_bus *bus, const char *name)
+{
+	_cleanup_bus_error_ sd_bus_error error = SD_BUS_ERROR_NULL;
+	uint64_t v = UINT64_MAX;
+
+	ck_assert_int_ge(sd_bus_get_property_trivial(bus, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, name,
+						     &error, 't', &v), 0);
+	return v;
+}
+
+/* ListProcessesWithoutSegment: pid of each row, in order; the count. */
+static int list_no_segment(sd_bus *bus, uint32_t *pids, const char **comms, int max)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	_cleanup_bus_error_ sd_bus_error error = SD_BUS_ERROR_NULL;
+	static char comm_copy[4][16];
+	int n = 0, r;
+
+	r = call(bus, "ListProcessesWithoutSegment", &error, &reply, NULL);
+	if (r < 0)
+		return r;
+	r = sd_bus_message_enter_container(reply, 'a', "(uuts)");
+	if (r < 0)
+		return r;
+	for (;;) {
+		uint32_t pid, uid;
+		uint64_t start;
+		const char *comm;
+
+		r = sd_bus_message_read(reply, "(uuts)", &pid, &uid, &start, &comm);
+		if (r < 0)
+			return r;
+		if (r == 0)
+			break;
+		if (n < max && n < 4) {
+			pids[n] = pid;
+			snprintf(comm_copy[n], sizeof(comm_copy[n]), "%s", comm);
+			comms[n] = comm_copy[n];
+		}
+		n++;
+	}
+	return n;
+}
+
+START_TEST(test_list_no_segment)
+{
+	const char *comms[4];
+	uint32_t pids[4];
+	int n;
+
+	ck_assert_int_eq(prop_u(client, "ProcessesWithoutSegment"), 3);
+	ck_assert_uint_eq(prop_t(client, "ProcessesWithoutSegmentTotal"), 5);
+	n = list_no_segment(client, pids, comms, 4);
+	if (getuid() != 0) {
+		/* Not root: the other user's process is invisible. */
+		ck_assert_int_eq(n, 1);
+		ck_assert_uint_eq(pids[0], 5252);
+		return;
+	}
+	ck_assert_int_eq(n, 2);
+	ck_assert_uint_eq(pids[0], 5252);
+	ck_assert_str_eq(comms[0], "mine");
+	ck_assert_uint_eq(pids[1], 5353);
+	/* The program's bytes, made valid UTF-8. */
+	ck_assert_str_eq(comms[1], "bad?comm");
 }
 END_TEST
 
@@ -1173,6 +1267,16 @@ static int unprivileged_child(uid_t uid)
 		fprintf(stderr, "test-dbus: unprivileged ListProcesses: %d rows\n", n);
 		return 12;
 	}
+	{
+		const char *comms[4];
+		uint32_t pids[4];
+
+		n = list_no_segment(bus, pids, comms, 4);
+		if (n != 1 || pids[0] != 5353) {
+			fprintf(stderr, "test-dbus: unprivileged ListProcessesWithoutSegment: %d rows\n", n);
+			return 20;
+		}
+	}
 	if (child_expect_error(bus, SD_BUS_ERROR_ACCESS_DENIED,
 			       "Permission denied: process 4242 belongs to another user", "GetLocks", "u", PID_A, NULL))
 		return 13;
@@ -1408,6 +1512,7 @@ static Suite *dbus_suite(void)
 	tcase_add_test(tc, test_properties);
 	tcase_add_test(tc, test_get_status);
 	tcase_add_test(tc, test_list_processes);
+	tcase_add_test(tc, test_list_no_segment);
 	tcase_add_test(tc, test_get_locks);
 	tcase_add_test(tc, test_get_history);
 	tcase_add_test(tc, test_lock_names);

@@ -4,7 +4,12 @@
  * the initial scan, inotify adds and removes, pidfd exits (of zombies too,
  * with the start time of the process meant), watches placed from the
  * initial scan's callbacks, a replaced runtime directory, and BPF when it
- * loads (root with BTF) or its fallback when it does not.
+ * loads (root with BTF) or its fallback when it does not: with BPF, both
+ * exit programs (group_dead, and the live-thread count of older kernels),
+ * one exit per process, none while a leader that called pthread_exit()
+ * leaves a thread running; processes with libelide but no segment (an
+ * exec'd helper maps a file named libelide.so) counted, fork children
+ * that did not exec and processes with a segment not.
  *
  * Waiting is bounded: the loop runs in 50 ms slices until the expected
  * callback arrives or the tries run out; sleeps are never the assertion.
@@ -12,13 +17,17 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "discovery.h"
@@ -172,7 +181,7 @@ static int rm_entry(const char *path, const struct stat *st, int type, struct FT
 static void setup(void)
 {
 	log_set_prefix("test-discovery");
-	log_set_max_priority(LOG_INFO);
+	log_set_max_priority(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_INFO);
 	memset(&rec, 0, sizeof(rec));
 	snprintf(dir, sizeof(dir), "/tmp/test-discovery.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -472,7 +481,7 @@ START_TEST(test_bpf_or_fallback)
 	rec.interest[0] = child;
 
 	if (discovery_get_method(d) == DISCOVERY_BPF) {
-		ck_assert_str_eq(desc, "bpf (sched_process_exec/exit tracepoints, ring buffer)");
+		ck_assert_str_eq(desc, "bpf (tp_btf sched_process_exec/exit, ring buffer)");
 		/* Every process is seen: no watch needed. */
 		ck_assert_int_eq(discovery_watch_pid(d, child, 0), 0);
 		release(release_fd);
@@ -498,6 +507,330 @@ START_TEST(test_bpf_or_fallback)
 }
 END_TEST
 
+/* ---- helpers run as exec'd images of this program ---- */
+
+/* --map FILE: map FILE and wait to be killed. */
+static int helper_map(const char *file)
+{
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0 || mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0) == MAP_FAILED)
+		return 1;
+	close(fd);
+	for (;;)
+		pause();
+}
+
+static void *wait_stdin(void *arg)
+{
+	char c;
+
+	(void)!read(0, &c, 1);
+	exit(0);
+}
+
+/* --leader-exits: the main thread leaves with pthread_exit(); another
+ * ends the process when a byte (or EOF) comes on stdin. */
+static int helper_leader_exits(void)
+{
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, wait_stdin, NULL) != 0)
+		return 1;
+	pthread_exit(NULL);
+}
+
+static void *park(void *arg)
+{
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* --threads-exit: four threads, then exit() from main on a byte on stdin. */
+static int helper_threads_exit(void)
+{
+	pthread_t t;
+	char c;
+
+	for (int i = 0; i < 3; i++)
+		if (pthread_create(&t, NULL, park, NULL) != 0)
+			return 1;
+	(void)!read(0, &c, 1);
+	exit(0);
+}
+
+/* This program exec'd again with `arg`, `file`; its stdin the read end
+ * of a pipe whose write end is *release_fd (or -1: /dev/null). */
+static pid_t spawn_helper(const char *arg, const char *file, int *release_fd)
+{
+	int p[2];
+	pid_t pid;
+
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(p[0], 0);
+		execl("/proc/self/exe", "test-discovery", arg, file, (char *)NULL);
+		_exit(127);
+	}
+	close(p[0]);
+	if (release_fd)
+		*release_fd = p[1];
+	else
+		close(p[1]);
+	return pid;
+}
+
+static bool proc_state_is(pid_t pid, char want)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] == want;
+}
+
+/* Loop slices until pid's /proc/PID/stat shows `want` (bounded). */
+static bool wait_state(pid_t pid, char want)
+{
+	for (int i = 0; i < MAX_SLICES; i++) {
+		if (proc_state_is(pid, want))
+			return true;
+		ck_assert_int_ge(sd_event_run(event, SLICE_USEC), 0);
+	}
+	return proc_state_is(pid, want);
+}
+
+/* Whether this test can see BPF here: root, kernel BTF, loads. */
+static struct discovery *new_bpf_or_skip(bool by_live_count)
+{
+	struct discovery *d = NULL;
+
+	discovery_bpf_exit_by_live_count = by_live_count;
+	ck_assert_int_eq(discovery_new(event, dir, true, &ops, NULL, &d), 0);
+	discovery_bpf_exit_by_live_count = false;
+	if (discovery_get_method(d) != DISCOVERY_BPF) {
+		fprintf(stderr, "test-discovery: SKIP BPF exit checks: %s\n", discovery_describe(d));
+		discovery_free(d);
+		return NULL;
+	}
+	return d;
+}
+
+static void check_bpf_exits(bool by_live_count)
+{
+	struct discovery *d = new_bpf_or_skip(by_live_count);
+	uint64_t start;
+	pid_t a, b;
+	int release_a, release_b;
+
+	if (!d)
+		return;
+	/* The leader leaves first: the process lives on in its other thread. */
+	a = spawn_helper("--leader-exits", NULL, &release_a);
+	rec.interest[0] = a;
+	ck_assert(wait_for('e', a, NULL));
+	ck_assert(wait_state(a, 'Z'));
+	ck_assert_int_eq(seg_proc_start_time(NULL, a, &start), 0);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_ge(sd_event_run(event, SLICE_USEC), 0);
+	ck_assert_ptr_null(find('x', a, NULL));
+	release(release_a);
+	ck_assert(wait_for('x', a, NULL));
+	ck_assert_uint_eq(find('x', a, NULL)->start, start);
+	reap(a);
+
+	/* Four threads end together: one exit (group_dead), or exits that
+	 * all name the same process (the live count of older kernels). */
+	b = spawn_helper("--threads-exit", NULL, &release_b);
+	rec.interest[1] = b;
+	ck_assert(wait_for('e', b, NULL));
+	ck_assert_int_eq(seg_proc_start_time(NULL, b, &start), 0);
+	release(release_b);
+	ck_assert(wait_for('x', b, NULL));
+	reap(b);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_ge(sd_event_run(event, SLICE_USEC), 0);
+	for (size_t i = 0; i < rec.n; i++)
+		if (rec.r[i].kind == 'x' && rec.r[i].pid == b)
+			ck_assert_uint_eq(rec.r[i].start, start);
+	if (!by_live_count)
+		ck_assert_uint_eq(count('x', b, NULL), 1);
+	fprintf(stderr, "test-discovery: %s: %zu exit event(s) for 4 threads\n",
+		by_live_count ? "live count" : "group_dead", count('x', b, NULL));
+	discovery_free(d);
+}
+
+START_TEST(test_bpf_exit_group_dead)
+{
+	check_bpf_exits(false);
+}
+END_TEST
+
+START_TEST(test_bpf_exit_live_count)
+{
+	check_bpf_exits(true);
+}
+END_TEST
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static bool counted(struct discovery *d, pid_t pid)
+{
+	const struct discovery_no_segment_proc *procs;
+	size_t n = discovery_no_segment_list(d, &procs);
+
+	for (size_t i = 0; i < n; i++)
+		if (procs[i].pid == pid)
+			return true;
+	return false;
+}
+
+/*
+ * Tick every 100 ms (as elided's interval would) while running the loop,
+ * until pid is counted (or not: want); bounded at 10 s.  By the clock,
+ * not by loop runs: with BPF, every exec on the machine wakes the loop.
+ * Pids, not the count: on a shared machine other processes with libelide
+ * (other test runs, their own runtime directories) are counted too.
+ */
+static bool tick_until(struct discovery *d, pid_t pid, bool want)
+{
+	uint64_t deadline = mono_ms() + 10000, next = 0;
+
+	while (mono_ms() < deadline) {
+		if (mono_ms() >= next) {
+			discovery_tick(d);
+			next = mono_ms() + 100;
+		}
+		if (counted(d, pid) == want)
+			return true;
+		ck_assert_int_ge(sd_event_run(event, 20 * 1000), 0);
+	}
+	return counted(d, pid) == want;
+}
+
+/* Tick for `ms` milliseconds, whatever happens. */
+static void tick_for(struct discovery *d, unsigned ms)
+{
+	uint64_t end = mono_ms() + ms, next = 0;
+
+	while (mono_ms() < end) {
+		if (mono_ms() >= next) {
+			discovery_tick(d);
+			next = mono_ms() + 100;
+		}
+		ck_assert_int_ge(sd_event_run(event, 20 * 1000), 0);
+	}
+}
+
+static void check_no_segment(bool allow_bpf)
+{
+	const struct discovery_no_segment_proc *procs;
+	struct discovery *d = NULL;
+	char lib[128], name[64];
+	uint64_t start, total, total_before;
+	pid_t a, b, c, fork_child, plain;
+	size_t n;
+	int fd;
+
+	/* Any file of that name will do: only the maps line is read. */
+	snprintf(lib, sizeof(lib), "%s/libelide.so", dir);
+	fd = open(lib, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 4096), 0);
+	close(fd);
+
+	/* One that ran before discovery started (found by the first sweep). */
+	a = spawn_helper("--map", lib, NULL);
+	ck_assert(wait_state(a, 'S'));
+	ck_assert_int_eq(discovery_new(event, dir, allow_bpf, &ops, NULL, &d), 0);
+	fprintf(stderr, "test-discovery: no-segment checks with %s\n", discovery_describe(d));
+	/* One exec'd after, one with its segment, one without libelide. */
+	b = spawn_helper("--map", lib, NULL);
+	c = spawn_helper("--map", lib, NULL);
+	plain = spawn_helper("--map", "/dev/zero", NULL);
+	/* A fork child that never exec'd: libelide would make its segment
+	 * lazily, so it is not counted. */
+	fork_child = fork();
+	ck_assert_int_ge(fork_child, 0);
+	if (fork_child == 0)
+		_exit(helper_map(lib));
+	ck_assert(wait_state(c, 'S'));
+	ck_assert_int_eq(seg_proc_start_time(NULL, c, &start), 0);
+	snprintf(name, sizeof(name), "%d-%" PRIu64 ".seg", (int)c, start);
+	touch(name);
+
+	ck_assert(tick_until(d, a, true));
+	ck_assert(tick_until(d, b, true));
+	/* More ticks (past every grace period) change nothing. */
+	tick_for(d, 1500);
+	ck_assert(counted(d, a) && counted(d, b));
+	ck_assert(!counted(d, c));
+	ck_assert(!counted(d, plain));
+	ck_assert(!counted(d, fork_child));
+	n = discovery_no_segment(d, &total);
+	ck_assert_uint_ge(n, 2);
+	ck_assert_uint_ge(total, 2);
+	ck_assert_uint_eq(discovery_no_segment_list(d, &procs), n);
+	for (size_t i = 0; i < n; i++)
+		if (procs[i].pid == a) {
+			ck_assert_uint_eq(procs[i].uid, geteuid());
+			ck_assert_str_eq(procs[i].comm, "exe");
+			ck_assert_int_eq(seg_proc_start_time(NULL, a, &start), 0);
+			ck_assert_uint_eq(procs[i].start_time, start);
+		}
+
+	/* a gets its segment: seen now. */
+	ck_assert_int_eq(seg_proc_start_time(NULL, a, &start), 0);
+	snprintf(name, sizeof(name), "%d-%" PRIu64 ".seg", (int)a, start);
+	touch(name);
+	ck_assert(tick_until(d, a, false));
+	/* b is killed but not reaped: gone all the same. */
+	kill(b, SIGKILL);
+	ck_assert(wait_state(b, 'Z'));
+	ck_assert(tick_until(d, b, false));
+	/* Each was counted once. */
+	total_before = total;
+	discovery_no_segment(d, &total);
+	ck_assert_uint_ge(total, total_before);
+
+	for (pid_t *p = (pid_t[]){ a, b, c, plain, fork_child, 0 }; *p; p++) {
+		kill(*p, SIGKILL);
+		reap(*p);
+	}
+	discovery_free(d);
+}
+
+START_TEST(test_no_segment_fallback)
+{
+	check_no_segment(false);
+}
+END_TEST
+
+START_TEST(test_no_segment_bpf_or_fallback)
+{
+	check_no_segment(true);
+}
+END_TEST
+
 static Suite *discovery_suite(void)
 {
 	Suite *s = suite_create("discovery");
@@ -513,14 +846,26 @@ static Suite *discovery_suite(void)
 	tcase_add_test(tc, test_watch_from_initial_scan);
 	tcase_add_test(tc, test_dir_replaced);
 	tcase_add_test(tc, test_bpf_or_fallback);
+	tcase_add_test(tc, test_bpf_exit_group_dead);
+	tcase_add_test(tc, test_bpf_exit_live_count);
+	tcase_add_test(tc, test_no_segment_fallback);
+	tcase_add_test(tc, test_no_segment_bpf_or_fallback);
 	suite_add_tcase(s, tc);
 	return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	SRunner *sr = srunner_create(discovery_suite());
+	SRunner *sr;
 	int failed;
+
+	if (argc == 3 && strcmp(argv[1], "--map") == 0)
+		return helper_map(argv[2]);
+	if (argc >= 2 && strcmp(argv[1], "--leader-exits") == 0)
+		return helper_leader_exits();
+	if (argc >= 2 && strcmp(argv[1], "--threads-exit") == 0)
+		return helper_threads_exit();
+	sr = srunner_create(discovery_suite());
 
 	srunner_run_all(sr, CK_ENV);
 	failed = srunner_ntests_failed(sr);
