@@ -446,6 +446,32 @@ static int expect_list(const struct parser *p, const config_setting_t *s, const 
 	return 0;
 }
 
+/* An absolute directory path; "" turns the output off again (a drop-in
+ * may undo the main file).  Whether it exists is checked at each write. */
+static int get_metrics_dir(const struct parser *p, const config_setting_t *s, char **ret)
+{
+	const char *v = NULL;
+	char *copy = NULL;
+	int r = get_string(p, s, &v);
+
+	if (r < 0)
+		return r;
+	if (!v)
+		return fail(p, s, "metrics_dir: no value");
+	if (v[0] && v[0] != '/')
+		return fail(p, s, "metrics_dir: \"%s\" is not an absolute path", v);
+	if (strlen(v) >= 4096)
+		return fail(p, s, "metrics_dir: longer than 4095 bytes");
+	if (v[0]) {
+		copy = strdup(v);
+		if (!copy)
+			return fail(p, s, "%s", strerror(ENOMEM));
+	}
+	free(*ret);
+	*ret = copy;
+	return 0;
+}
+
 static int parse_daemon(const struct parser *p, const config_setting_t *g, struct elide_config *cfg)
 {
 	int r = expect_group(p, g, "daemon");
@@ -463,6 +489,18 @@ static int parse_daemon(const struct parser *p, const config_setting_t *g, struc
 			r = get_int(p, s, 1, 100000, &v);
 			if (r >= 0)
 				cfg->max_segments_per_uid = (uint32_t)v;
+		} else if (streq(name, "metrics_dir")) {
+			r = get_metrics_dir(p, s, &cfg->metrics_dir);
+		} else if (streq(name, "metrics_interval")) {
+			r = get_number(p, s, 1.0, 3600.0, &cfg->metrics_interval);
+		} else if (streq(name, "metrics_programs")) {
+			r = get_int(p, s, 1, 10000, &v);
+			if (r >= 0)
+				cfg->metrics_programs = (uint32_t)v;
+		} else if (streq(name, "metrics_locks")) {
+			r = get_int(p, s, 0, 1000, &v);
+			if (r >= 0)
+				cfg->metrics_locks = (uint32_t)v;
 		} else
 			r = fail(p, s, "unknown key \"%s\" in daemon", name);
 		if (r < 0)
@@ -830,6 +868,9 @@ static struct elide_config *config_new(void)
 		return NULL;
 	cfg->interval = DEFAULT_INTERVAL;
 	cfg->max_segments_per_uid = DEFAULT_MAX_SEGMENTS_PER_UID;
+	cfg->metrics_interval = 15.0;
+	cfg->metrics_programs = 100;
+	cfg->metrics_locks = 10;
 	cfg->default_mode = POLICY_MODE_ADAPTIVE;
 	/* The daemon-side cut-off; libelide's own knobs stay its defaults. */
 	cfg->default_knobs.max_abort_ratio = DEFAULT_MAX_ABORT_RATIO;
@@ -891,6 +932,7 @@ void config_free(struct elide_config *cfg)
 	free(cfg->programs);
 	for (size_t i = 0; i < cfg->nfiles; i++)
 		free(cfg->files[i]);
+	free(cfg->metrics_dir);
 	free(cfg);
 }
 

@@ -170,6 +170,7 @@ struct elided {
 	size_t nsubscribers;
 	struct log_ratelimit ratelimit; /* per uid, for what users can trigger */
 	struct symbolizer *symbolizer; /* symbolizer.c: names from ELF files, off the loop */
+	struct metrics *metrics;     /* metrics.c: Prometheus textfile output */
 	/* Segments in the runtime directory that are not tracked, for status:
 	 * now (as of the last rescan) and since start (first sightings). */
 	struct {

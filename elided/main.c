@@ -25,6 +25,7 @@
 #include "elided.h"
 #include "hw.h"
 #include "log.h"
+#include "metrics.h"
 
 #define DEFAULT_CONFIG SYSCONFDIR "/elide.conf"
 
@@ -212,6 +213,7 @@ static int on_interval(sd_event_source *s, uint64_t usec, void *userdata)
 		d->unseen.no_segment = discovery_no_segment(d->discovery, &d->unseen.no_segment_total);
 	}
 	elided_refresh_all(d);
+	elided_metrics_tick(d);
 	d->intervals++;
 	/* Summaries of ended rate-limit windows, without waiting for a next message. */
 	log_ratelimit_flush(&d->ratelimit, now_ns());
@@ -419,6 +421,9 @@ int main(int argc, char **argv)
 
 	if (elided_symbolizer_new(d) < 0)
 		return log_oom(), EXIT_FAILURE;
+	d->metrics = metrics_new();
+	if (!d->metrics)
+		return log_oom(), EXIT_FAILURE;
 	if (use_bus) {
 		r = elided_bus_setup(d);
 		if (r < 0)
@@ -437,6 +442,7 @@ int main(int argc, char **argv)
 	elided_bus_free(d);
 	elided_free_processes(d);
 	elided_symbolizer_free(d);
+	metrics_free(d->metrics);
 	config_free(d->config);
 	sd_event_source_unref(interval_source);
 	sd_event_unref(d->event);

@@ -67,6 +67,11 @@ struct program_rule {
 struct elide_config {
 	double interval;             /* seconds between aggregations, 0.05..3600, default 1.0 */
 	uint32_t max_segments_per_uid; /* cap per user, 1..100000, default 64 */
+	/* Prometheus textfile output (elided/metrics.c); off while NULL. */
+	char *metrics_dir;           /* absolute path of the collector's directory */
+	double metrics_interval;     /* seconds between writes, 1..3600, default 15 */
+	uint32_t metrics_programs;   /* programs written, 1..10000, default 100 */
+	uint32_t metrics_locks;      /* locks written per program, 0..1000, default 10 */
 	enum policy_mode default_mode;   /* default adaptive */
 	struct policy_knobs default_knobs;
 	struct program_rule *programs;

@@ -98,6 +98,10 @@ EXTRA_DIST += tests/integration/test-elidectl-direct.sh
 TESTS += tests/integration/test-elided.sh
 EXTRA_DIST += tests/integration/test-elided.sh
 
+# elided's Prometheus textfile output, checked with promtool.
+TESTS += tests/integration/test-elided-metrics.sh
+EXTRA_DIST += tests/integration/test-elided-metrics.sh
+
 # elided as a Type=notify service (a stand-in notification socket).
 check_PROGRAMS += tests/integration/notify-listen
 tests_integration_notify_listen_SOURCES = tests/integration/notify-listen.c
