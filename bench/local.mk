@@ -12,3 +12,11 @@ noinst_PROGRAMS += bench/fork-bench
 bench_fork_bench_SOURCES = bench/fork-bench.c
 bench_fork_bench_CFLAGS = $(AM_CFLAGS) -O2
 EXTRA_DIST += bench/fork.sh
+
+# bench/churn.sh: processes started at a fixed rate, and its multi-threaded one.
+noinst_PROGRAMS += bench/elide-churn bench/churn-worker
+bench_elide_churn_SOURCES = bench/elide-churn.c
+bench_churn_worker_SOURCES = bench/churn-worker.c
+bench_churn_worker_CFLAGS = $(AM_CFLAGS) -O2
+bench_churn_worker_LDFLAGS = $(AM_LDFLAGS) -pthread
+EXTRA_DIST += bench/churn.sh
