@@ -12,6 +12,7 @@
 set -u
 
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/testlib.sh"
+need jq
 tl_setup elided-metrics
 promtool=${PROMTOOL:-$(command -v promtool || true)}
 [ -n "$promtool" ] || skip "promtool is not installed (Debian's prometheus package; tools/install-deps extracts it)"
@@ -86,6 +87,16 @@ gone() { [ "$(value elide_program_processes "$tmp/wl-metrics")" = 0 ]; }
 poll 15 gone && ok "killed process: the program has 0 processes" || fail "processes: $(value elide_program_processes "$tmp/wl-metrics")"
 c=$(value elide_program_acquisitions_total "$tmp/wl-metrics")
 [ -n "$c" ] && [ "$c" -ge "$b" ] && ok "its counts stay after the exit ($c >= $b)" || fail "counter went back: $b -> $c"
+
+# Every metric the shipped Grafana dashboard queries is one elided writes.
+dashboard="${top_srcdir:-$(dirname "$0")/../..}/contrib/grafana/elide.json"
+if used=$(jq -r '.. | .expr? // empty' "$dashboard" | grep -o 'elide_[a-z_]*' | sort -u); then
+	missing=$(for m in $used; do grep -q "^$m[{ ]" "$prom" || echo "$m"; done)
+	[ -z "$missing" ] && ok "dashboard queries only written metrics ($(echo $used | wc -w))" ||
+		fail "dashboard queries metrics elided does not write: $missing"
+else
+	fail "cannot read the dashboard's queries from $dashboard"
+fi
 
 leftover=$(find "$metrics" -name '.*tmp' | wc -l)
 [ "$leftover" = 0 ] && ok "no temporary file left" || fail "$leftover temporary files in $metrics"
