@@ -53,10 +53,11 @@ struct pid_watch {
  */
 #define NOSEG_GRACE_TICKS 2        /* libelide creates the segment in its constructor */
 #define NOSEG_GRACE_NS NS_PER_SEC  /* and at least this long, for a loaded machine */
-#define NOSEG_QUEUE_MAX 4096u      /* candidates waiting; more: dropped, then a sweep */
+#define NOSEG_EXEC_MAX 4096u       /* exec candidates waiting; more: dropped, then a sweep */
+#define NOSEG_SWEEP_MAX 1024u      /* sweep candidates waiting: the sweep goes at their pace */
 #define NOSEG_SET_MAX 1024u        /* processes counted at once (the count saturates) */
 #define NOSEG_STAT_BUDGET 256u     /* /proc/PID/stat reads per tick (those that open) */
-#define NOSEG_MAPS_BUDGET 32u      /* /proc/PID/maps reads per tick */
+#define NOSEG_MAPS_BUDGET 64u      /* /proc/PID/maps reads per tick */
 #define NOSEG_MAPS_MAX (1u << 20)  /* bytes of one maps file read at most */
 #define NOSEG_SWEEP_BUDGET 512u    /* /proc entries queued per tick by a sweep */
 #define NOSEG_SWEEP_NS (60 * NS_PER_SEC) /* without BPF: a sweep of /proc this often */
@@ -76,11 +77,17 @@ struct noseg_candidate {
 };
 
 
+/* Candidates in the order they came, allocated on first use. */
+struct noseg_ring {
+	struct noseg_candidate *q;
+	size_t cap, head, len;
+};
+
 struct noseg {
 	uint64_t ticks;
-	struct noseg_candidate *queue; /* ring of NOSEG_QUEUE_MAX, allocated on first use */
-	size_t head, len;
-	bool dropped;            /* candidates dropped: a sweep makes up for them */
+	/* Exec events first: a sweep of a busy host must not delay them. */
+	struct noseg_ring execs, swept;
+	bool dropped;            /* exec candidates dropped: a sweep makes up for them */
 	DIR *sweep;              /* /proc while a sweep is under way */
 	uint64_t last_sweep_ns;  /* 0: none yet (one is due at the first tick) */
 	bool sweep_wanted;
@@ -491,27 +498,31 @@ static void noseg_forget(struct discovery *d, pid_t pid, uint64_t start)
 		d->noseg.procs[i] = d->noseg.procs[--d->noseg.n];
 }
 
-static void noseg_enqueue(struct discovery *d, pid_t pid, uint64_t start)
+/* false when the ring is full (or cannot be allocated). */
+static bool noseg_enqueue(struct noseg *ns, struct noseg_ring *ring, size_t cap, pid_t pid, uint64_t start)
 {
-	struct noseg *ns = &d->noseg;
 	struct noseg_candidate *c;
 
-	if (!ns->queue) {
-		ns->queue = calloc(NOSEG_QUEUE_MAX, sizeof(*ns->queue));
-		if (!ns->queue) {
-			ns->dropped = true;
-			return;
-		}
+	if (!ring->q) {
+		ring->q = calloc(cap, sizeof(*ring->q));
+		if (!ring->q)
+			return false;
+		ring->cap = cap;
 	}
-	if (ns->len == NOSEG_QUEUE_MAX) {
-		ns->dropped = true;
-		return;
-	}
-	c = &ns->queue[(ns->head + ns->len++) % NOSEG_QUEUE_MAX];
+	if (ring->len == ring->cap)
+		return false;
+	c = &ring->q[(ring->head + ring->len++) % ring->cap];
 	c->pid = pid;
 	c->start = start;
 	c->tick = ns->ticks;
 	c->ns = monotonic_ns();
+	return true;
+}
+
+static void noseg_exec(struct discovery *d, pid_t pid, uint64_t start)
+{
+	if (!noseg_enqueue(&d->noseg, &d->noseg.execs, NOSEG_EXEC_MAX, pid, start))
+		d->noseg.dropped = true;
 }
 
 /*
@@ -656,7 +667,8 @@ static enum noseg_verdict noseg_check(struct discovery *d, const struct noseg_ca
 	return NOSEG_DONE;
 }
 
-/* Queue the processes of /proc, up to NOSEG_SWEEP_BUDGET a tick. */
+/* Queue the processes of /proc, up to NOSEG_SWEEP_BUDGET a tick and as
+ * many as the sweep's ring takes. */
 static void noseg_sweep(struct discovery *d)
 {
 	struct noseg *ns = &d->noseg;
@@ -672,7 +684,7 @@ static void noseg_sweep(struct discovery *d)
 		ns->last_sweep_ns = monotonic_ns();
 	}
 	/* procfs lists pids in increasing order, resuming where it stopped. */
-	while (queued < NOSEG_SWEEP_BUDGET && ns->len < NOSEG_QUEUE_MAX) {
+	while (queued < NOSEG_SWEEP_BUDGET && ns->swept.len < NOSEG_SWEEP_MAX) {
 		char *end;
 		long pid;
 
@@ -688,9 +700,28 @@ static void noseg_sweep(struct discovery *d)
 		pid = strtol(de->d_name, &end, 10);
 		if (*end || pid <= 0 || pid > INT32_MAX || has_segment(d, (pid_t)pid, 0) || noseg_find(d, (pid_t)pid, NULL))
 			continue;
-		noseg_enqueue(d, (pid_t)pid, 0);
+		if (!noseg_enqueue(ns, &ns->swept, NOSEG_SWEEP_MAX, (pid_t)pid, 0))
+			break;
 		queued++;
 	}
+}
+
+/* Check the ring's candidates whose grace period is over, within the
+ * budgets; false when a budget ran out. */
+static bool noseg_drain(struct discovery *d, struct noseg_ring *ring, uint64_t now, unsigned *stat_budget,
+			unsigned *maps_budget)
+{
+	while (ring->len > 0) {
+		const struct noseg_candidate *c = &ring->q[ring->head];
+
+		if (c->tick + NOSEG_GRACE_TICKS > d->noseg.ticks || c->ns + NOSEG_GRACE_NS > now)
+			return true;
+		if (noseg_check(d, c, stat_budget, maps_budget) == NOSEG_OVER_BUDGET)
+			return false;
+		ring->head = (ring->head + 1) % ring->cap;
+		ring->len--;
+	}
+	return true;
 }
 
 /* Drop the counted processes that are gone (without BPF no exit says so). */
@@ -745,24 +776,12 @@ void discovery_tick(struct discovery *d)
 
 	ns->ticks++;
 	/* With BPF every exec is a candidate: a sweep finds what ran before
-	 * we started, and what a full queue dropped.  Without, every minute. */
-	if (!ns->sweep &&
-	    (ns->sweep_wanted || ns->last_sweep_ns == 0 || (ns->dropped && ns->len < NOSEG_QUEUE_MAX / 2) ||
-	     (d->method != DISCOVERY_BPF && now - ns->last_sweep_ns >= NOSEG_SWEEP_NS)))
+	 * we started, and what a full ring dropped.  Without, every minute. */
+	if (ns->sweep || ns->sweep_wanted || ns->last_sweep_ns == 0 || (ns->dropped && ns->execs.len < NOSEG_EXEC_MAX / 2) ||
+	    (d->method != DISCOVERY_BPF && now - ns->last_sweep_ns >= NOSEG_SWEEP_NS))
 		noseg_sweep(d);
-	else if (ns->sweep)
-		noseg_sweep(d);
-
-	while (ns->len > 0) {
-		const struct noseg_candidate *c = &ns->queue[ns->head];
-
-		if (c->tick + NOSEG_GRACE_TICKS > ns->ticks || c->ns + NOSEG_GRACE_NS > now)
-			break;
-		if (noseg_check(d, c, &stat_budget, &maps_budget) == NOSEG_OVER_BUDGET)
-			break;
-		ns->head = (ns->head + 1) % NOSEG_QUEUE_MAX;
-		ns->len--;
-	}
+	if (noseg_drain(d, &ns->execs, now, &stat_budget, &maps_budget))
+		noseg_drain(d, &ns->swept, now, &stat_budget, &maps_budget);
 	if (ns->ticks % NOSEG_RECHECK_TICKS == 0)
 		noseg_recheck(d);
 	noseg_warn(d, now);
@@ -785,7 +804,8 @@ static void noseg_free(struct noseg *ns)
 {
 	if (ns->sweep)
 		closedir(ns->sweep);
-	free(ns->queue);
+	free(ns->execs.q);
+	free(ns->swept.q);
 	free(ns->procs);
 	*ns = (struct noseg){};
 }
@@ -942,7 +962,7 @@ static int on_ring_event(void *ctx, void *data, size_t size)
 
 		/* A new image: its libelide (if any) makes a segment now. */
 		noseg_forget(d, (pid_t)e->pid, start);
-		noseg_enqueue(d, (pid_t)e->pid, start);
+		noseg_exec(d, (pid_t)e->pid, start);
 		if (!d->ops->process_exec)
 			break;
 		memcpy(comm, e->comm, PROCWATCH_COMM_LEN);

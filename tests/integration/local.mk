@@ -195,6 +195,13 @@ EXTRA_DIST += tests/integration/test-elided-privacy.sh
 TESTS += tests/integration/test-elided-lifecycle.sh
 EXTRA_DIST += tests/integration/test-elided-lifecycle.sh
 
+# Issue 13 item 7: BPF discovery with only the kernel's BTF (tp_btf, no
+# tracefs), as root: adoption, exits of killed processes and zombies within
+# an interval without pidfds, processes with libelide but no segment.
+# Skips (77) when not root or when BPF does not load.
+TESTS += tests/integration/test-elided-bpf.sh
+EXTRA_DIST += tests/integration/test-elided-bpf.sh
+
 # Issue 12: a hostile ELF file (make-elf) mapped through hard links with a
 # contended lock inside each mapping (map-lock), against a real elided: the
 # symbolizer child parses it once, as its owner, and the daemon answers.
