@@ -201,6 +201,9 @@ EXTRA_DIST += tests/integration/test-elided-lifecycle.sh
 # Skips (77) when not root or when BPF does not load.
 TESTS += tests/integration/test-elided-bpf.sh
 EXTRA_DIST += tests/integration/test-elided-bpf.sh
+# Processes with libelide but no segment, with pidfd discovery, as any user.
+TESTS += tests/integration/test-elided-nosegment.sh
+EXTRA_DIST += tests/integration/test-elided-nosegment.sh
 
 # Issue 12: a hostile ELF file (make-elf) mapped through hard links with a
 # contended lock inside each mapping (map-lock), against a real elided: the
