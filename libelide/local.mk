@@ -18,3 +18,12 @@ libelide_libelide_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -shared \
 	-Wl,--version-script=$(srcdir)/libelide/libelide.sym -Wl,-z,nodelete -Wl,-z,now
 EXTRA_DIST += libelide/libelide.sym
 EXTRA_libelide_libelide_la_DEPENDENCIES = libelide/libelide.sym
+
+# No libtool archive is installed: nothing links libelide (programs get it
+# through LD_PRELOAD or /etc/ld.so.preload, and <elide.h> needs no linking),
+# and distributions ship no .la files.  Without the .la, libtool's uninstall
+# would remove only the .la, so the library goes by name.
+install-exec-hook:
+	rm -f "$(DESTDIR)$(libdir)/libelide.la"
+uninstall-hook:
+	rm -f "$(DESTDIR)$(libdir)/libelide.so"
