@@ -223,6 +223,7 @@ static int name_set_remove(struct name_set *s, const char *name)
 }
 
 static void noseg_forget(struct discovery *d, pid_t pid, uint64_t start);
+static void noseg_candidate(struct discovery *d, pid_t pid, uint64_t start);
 
 static void segment_added(struct discovery *d, const char *name)
 {
@@ -249,7 +250,16 @@ static void segment_added(struct discovery *d, const char *name)
 
 static void segment_removed(struct discovery *d, const char *name)
 {
-	if (name_set_remove(&d->known, name) > 0 && d->ops->segment_removed)
+	pid_t pid;
+	uint64_t start;
+
+	if (name_set_remove(&d->known, name) <= 0)
+		return;
+	/* Mostly an exit; a process whose file was removed under it (the
+	 * directory emptied) has no segment now. */
+	if (seg_parse_name(name, &pid, &start) == 0)
+		noseg_candidate(d, pid, start);
+	if (d->ops->segment_removed)
 		d->ops->segment_removed(d->userdata, name);
 }
 
@@ -519,7 +529,8 @@ static bool noseg_enqueue(struct noseg *ns, struct noseg_ring *ring, size_t cap,
 	return true;
 }
 
-static void noseg_exec(struct discovery *d, pid_t pid, uint64_t start)
+/* Exec events, removed segments: checked before the sweep's. */
+static void noseg_candidate(struct discovery *d, pid_t pid, uint64_t start)
 {
 	if (!noseg_enqueue(&d->noseg, &d->noseg.execs, NOSEG_EXEC_MAX, pid, start))
 		d->noseg.dropped = true;
@@ -962,7 +973,7 @@ static int on_ring_event(void *ctx, void *data, size_t size)
 
 		/* A new image: its libelide (if any) makes a segment now. */
 		noseg_forget(d, (pid_t)e->pid, start);
-		noseg_exec(d, (pid_t)e->pid, start);
+		noseg_candidate(d, (pid_t)e->pid, start);
 		if (!d->ops->process_exec)
 			break;
 		memcpy(comm, e->comm, PROCWATCH_COMM_LEN);
@@ -1206,8 +1217,17 @@ int discovery_reopen(struct discovery *d)
 	int old_fd = d->dir_fd, fd, r;
 
 	fd = open(d->runtime_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
+	if (fd < 0) {
+		r = -errno;
+		/* Called because the held directory is not at the path any more:
+		 * its names are nobody's segments now (no file can be created in
+		 * a removed directory), and their processes have none. */
+		if (d->known.n > 0) {
+			name_set_clear(&d->known);
+			d->noseg.sweep_wanted = true;
+		}
+		return r;
+	}
 	d->dir_fd = fd;
 	d->inotify_source = NULL;
 	r = setup_inotify(d);

@@ -7,8 +7,9 @@
  *     process with libelide (this is how a process is adopted), a removed
  *     one means it exited normally;
  *   - process exec/exit events: a libbpf CO-RE program on the
- *     sched_process_exec and sched_process_exit tracepoints feeding a ring
- *     buffer (needs CAP_BPF/CAP_PERFMON or root, and a kernel with BTF), or,
+ *     sched_process_exec and sched_process_exit BTF-enabled tracepoints
+ *     (tp_btf: no tracefs needed) feeding a ring buffer (needs
+ *     CAP_BPF/CAP_PERFMON or root, and a kernel with BTF), or,
  *     where BPF is unavailable, refused or compiled out (--disable-bpf),
  *     a pidfd per adopted process that becomes readable when it exits.
  * Either way dead processes are reported at once, and exactly: a process
@@ -107,8 +108,9 @@ int discovery_dir_replaced(const struct discovery *d);
 /*
  * Open the runtime directory's path afresh, watch it and scan it: its
  * segments are reported added (names reported before are forgotten without
- * segment_removed: the caller dropped their processes).  -ENOENT while it
- * does not exist again; on failure the old directory stays in use.
+ * segment_removed: the caller dropped their processes; on failure too, as
+ * the held directory is not at the path).  -ENOENT while it does not exist
+ * again; on failure the old directory stays watched.
  */
 int discovery_reopen(struct discovery *d);
 /* The directory held open (for reads relative to it); -1 when none. */
@@ -125,9 +127,11 @@ int discovery_dir_fd(const struct discovery *d);
  *   - /proc/PID/maps maps a file named libelide.so (or libelide.so.N),
  *   - and two ticks (and at least a second) after it became a candidate,
  *     no segment in the runtime directory has its pid and start time.
- * Candidates: with BPF every exec, and a sweep of /proc at the first tick
- * (what ran before elided), after the runtime directory went or came back,
- * and after candidates were dropped; without BPF a sweep every minute.
+ * Candidates: every process whose segment is removed (an exit, or a file
+ * removed under a live process), with BPF every exec, and a sweep of /proc
+ * at the first tick (what ran before elided), after the runtime directory
+ * went or came back, and after candidates were dropped; without BPF a
+ * sweep every minute.
  * Work per tick is bounded (stat and maps reads); a warning line at most
  * every 5 minutes says how many were found since the last one.
  *

@@ -12,7 +12,10 @@
 #   - a workload with its segment, and a fork child of a process without
 #     a segment that never exec'd (libelide makes a fork child's segment
 #     lazily), are not;
-#   - killed, one is uncounted by the check of /proc every 5 intervals.
+#   - killed, one is uncounted by the check of /proc every 5 intervals;
+#   - the runtime directory removed: the process that had its segment there
+#     counts now (elided cannot see it any more), also once a new directory
+#     is back (its segment went with the old one).
 # The BPF path (exec events, exits) is test-elided-bpf.sh's.  Waits are
 # bounded polls, never fixed sleeps that decide the outcome.
 set -u
@@ -115,6 +118,16 @@ grep -q "processes with libelide but no segment in $rundir" "$tmp/elided.log" &&
 # ---- gone ------------------------------------------------------------------
 kill -KILL "$missing"
 if poll 5 noseg_not_listed "$missing"; then ok "killed pid $missing uncounted"; else fail "killed pid $missing still listed"; fi
+
+# ---- the runtime directory removed, then back -------------------------------
+rm -rf "$rundir"
+if poll 10 noseg_listed "$seen"; then ok "runtime directory removed: pid $seen counted without a segment"; else fail "pid $seen not counted after its runtime directory went: $(noseg_list 2>&1)"; fi
+mkdir -m 1777 "$rundir"
+poll 10 grep -q "runtime directory $rundir is back" "$tmp/elided.log" && ok "the new runtime directory adopted" ||
+	fail "the new runtime directory not adopted"
+# Give it the ticks a sweep and a grace period take, then it still counts.
+poll 10 noseg_listed "$seen" && ok "...and pid $seen still counted (its segment went with the old directory)" ||
+	fail "pid $seen not counted once the directory is back"
 
 echo "---- elided log ----"
 cat "$tmp/elided.log"
