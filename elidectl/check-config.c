@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * elidectl check-config [FILE]: validate a configuration the way elided
- * loads it (FILE, then the *.conf files in FILE.d), without the daemon.
+ * loads it (FILE, then the *.conf files in FILE.d; for the system's, also
+ * /run/elide.conf.d and /usr/lib/elide.conf.d), without the daemon.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -41,7 +42,15 @@ int verb_check_config(struct source *s, const struct ctl_options *o, int argc, c
 		log_oom();
 		return EXIT_FAIL;
 	}
-	r = config_load(path, dropins, &cfg, err, sizeof(err));
+	{
+		/* As elided reads the system's: with /run's and /usr/lib's
+		 * drop-ins; another FILE has its FILE.d only. */
+		bool system = strcmp(path, SYSCONFDIR "/elide.conf") == 0;
+		const char *dirs[] = { dropins, system ? CONFIG_RUNTIME_DROPIN_DIR : NULL, CONFIG_VENDOR_DROPIN_DIR,
+				       NULL };
+
+		r = config_load_dirs(path, dirs, &cfg, err, sizeof(err));
+	}
 	free(dropins);
 	if (r < 0)
 		goto invalid;

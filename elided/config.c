@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "macros.h"
@@ -768,11 +769,6 @@ static int load_file(struct elide_config *cfg, const char *path, char *err, size
 	return r < 0 ? r : 1;
 }
 
-static int cmp_names(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static bool is_dropin_name(const char *name)
 {
 	size_t len = strlen(name);
@@ -781,20 +777,33 @@ static bool is_dropin_name(const char *name)
 	return name[0] != '.' && len > 5 && streq(name + len - 5, ".conf");
 }
 
-static void free_names(char **names, size_t n)
+/* One drop-in: the name decides the order, the first directory that has
+ * it the file (or its masking). */
+struct dropin {
+	char *name;
+	char *path;                  /* NULL: masked (a link to /dev/null) */
+};
+
+static void free_dropins(struct dropin *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+	for (size_t i = 0; i < n; i++) {
+		free(list[i].name);
+		free(list[i].path);
+	}
+	free(list);
 }
 
-static int load_dropins(struct elide_config *cfg, const char *dir, char *err, size_t errlen)
+static int cmp_dropins(const void *a, const void *b)
+{
+	return strcmp(((const struct dropin *)a)->name, ((const struct dropin *)b)->name);
+}
+
+/* The *.conf of `dir` that no earlier (higher-priority) directory had. */
+static int collect_dropins(const char *dir, struct dropin **list, size_t *n, char *err, size_t errlen)
 {
 	_cleanup_(closedirp) DIR *d = NULL;
-	char **names = NULL;
-	size_t n = 0;
 	struct dirent *de;
-	int r = 0;
+	int r;
 
 	d = opendir(dir);
 	if (!d) {
@@ -804,10 +813,10 @@ static int load_dropins(struct elide_config *cfg, const char *dir, char *err, si
 		set_err(err, errlen, "%s: %s", dir, strerror(-r));
 		return r;
 	}
-
 	for (;;) {
+		struct dropin *nl, *e;
 		struct stat st;
-		char **nn;
+		bool masked, taken = false;
 
 		errno = 0;
 		de = readdir(d);
@@ -815,49 +824,61 @@ static int load_dropins(struct elide_config *cfg, const char *dir, char *err, si
 			if (errno) {
 				r = -errno;
 				set_err(err, errlen, "%s: %s", dir, strerror(-r));
-				goto out;
+				return r;
 			}
-			break;
+			return 0;
 		}
 		if (!is_dropin_name(de->d_name))
 			continue;
-		/* Follow symlinks: a link to a regular file counts. */
-		if (fstatat(dirfd(d), de->d_name, &st, 0) < 0 || !S_ISREG(st.st_mode))
+		for (size_t i = 0; i < *n && !taken; i++)
+			taken = streq((*list)[i].name, de->d_name);
+		if (taken)
 			continue;
-		nn = reallocarray(names, n + 1, sizeof(*names));
-		if (!nn) {
-			r = -ENOMEM;
-			goto out;
+		/* Follow symlinks: a link to a regular file counts, one to
+		 * /dev/null masks the name in the directories after this. */
+		if (fstatat(dirfd(d), de->d_name, &st, 0) < 0)
+			continue;
+		masked = S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
+		if (!S_ISREG(st.st_mode) && !masked)
+			continue;
+		nl = reallocarray(*list, *n + 1, sizeof(**list));
+		if (!nl)
+			return -ENOMEM;
+		*list = nl;
+		e = &nl[*n];
+		e->name = strdup(de->d_name);
+		e->path = NULL;
+		if (!e->name || (!masked && asprintf(&e->path, "%s/%s", dir, de->d_name) < 0)) {
+			free(e->name);
+			return -ENOMEM;
 		}
-		names = nn;
-		names[n] = strdup(de->d_name);
-		if (!names[n]) {
-			r = -ENOMEM;
-			goto out;
-		}
-		n++;
+		(*n)++;
 	}
+}
 
-	if (n > 0)
-		qsort(names, n, sizeof(*names), cmp_names);
-	for (size_t i = 0; i < n; i++) {
-		_cleanup_free_ char *path = NULL;
+/*
+ * Every *.conf of `dirs` (highest priority first, NULL-terminated), in
+ * lexical order of their names across the directories; of two files with
+ * one name, the one in the earlier directory replaces the other, and a
+ * link to /dev/null there drops both (systemd's drop-in rules).
+ */
+static int load_dropins(struct elide_config *cfg, const char *const *dirs, char *err, size_t errlen)
+{
+	struct dropin *list = NULL;
+	size_t n = 0;
+	int r = 0;
 
-		if (asprintf(&path, "%s/%s", dir, names[i]) < 0) {
-			path = NULL;
-			r = -ENOMEM;
-			goto out;
-		}
-		r = load_file(cfg, path, err, errlen);
-		if (r < 0)
-			goto out;
-	}
-	r = 0;
-out:
+	for (size_t i = 0; dirs && dirs[i] && r >= 0; i++)
+		r = collect_dropins(dirs[i], &list, &n, err, errlen);
+	if (r >= 0 && n > 0)
+		qsort(list, n, sizeof(*list), cmp_dropins);
+	for (size_t i = 0; i < n && r >= 0; i++)
+		if (list[i].path)
+			r = load_file(cfg, list[i].path, err, errlen);
 	if (r == -ENOMEM)
-		set_err(err, errlen, "%s: %s", dir, strerror(ENOMEM));
-	free_names(names, n);
-	return r;
+		set_err(err, errlen, "%s: %s", dirs && dirs[0] ? dirs[0] : "drop-ins", strerror(ENOMEM));
+	free_dropins(list, n);
+	return r < 0 ? r : 0;
 }
 
 static struct elide_config *config_new(void)
@@ -897,6 +918,14 @@ int config_default(struct elide_config **ret)
 
 int config_load(const char *main_path, const char *dropin_dir, struct elide_config **ret, char *err, size_t errlen)
 {
+	const char *dirs[] = { dropin_dir, NULL };
+
+	return config_load_dirs(main_path, dirs, ret, err, errlen);
+}
+
+int config_load_dirs(const char *main_path, const char *const *dropin_dirs, struct elide_config **ret, char *err,
+		     size_t errlen)
+{
 	struct elide_config *cfg;
 	int r = 0;
 
@@ -911,8 +940,8 @@ int config_load(const char *main_path, const char *dropin_dir, struct elide_conf
 	}
 	if (main_path)
 		r = load_file(cfg, main_path, err, errlen);
-	if (r >= 0 && dropin_dir)
-		r = load_dropins(cfg, dropin_dir, err, errlen);
+	if (r >= 0)
+		r = load_dropins(cfg, dropin_dirs, err, errlen);
 	if (r >= 0 && cfg->nfiles == 0)
 		r = add_file(cfg, BUILTIN_NAME, err, errlen);
 	if (r < 0) {

@@ -83,6 +83,17 @@ static char *dropin_dir_of(const char *config_path)
 	return dir;
 }
 
+/* The configuration and its drop-ins; the system's (the default path)
+ * also takes /run's and /usr/lib's, as elide.conf(5) says. */
+static int load_config(const struct elided *d, struct elide_config **ret, char *err, size_t errlen)
+{
+	const char *dirs[] = { d->config_dropin_dir, CONFIG_RUNTIME_DROPIN_DIR, CONFIG_VENDOR_DROPIN_DIR, NULL };
+
+	if (strcmp(d->config_path, DEFAULT_CONFIG) != 0)
+		dirs[1] = NULL;
+	return config_load_dirs(d->config_path, dirs, ret, err, errlen);
+}
+
 static void note_reload(struct elided *d, const char *result)
 {
 	time_t now = time(NULL);
@@ -101,7 +112,7 @@ int elided_reload(struct elided *d, char *err, size_t errlen)
 	int r;
 
 	sd_notify(false, "RELOADING=1\nSTATUS=Reloading configuration");
-	r = config_load(d->config_path, d->config_dropin_dir, &fresh, err, errlen);
+	r = load_config(d, &fresh, err, errlen);
 	if (r < 0) {
 		char result[CONFIG_ERR_MAX + 32];
 
@@ -115,7 +126,7 @@ int elided_reload(struct elided *d, char *err, size_t errlen)
 	config_free(d->config);
 	d->config = fresh;
 	note_reload(d, "ok");
-	log_info("configuration reloaded from %zu file(s)", fresh->nfiles);
+	log_info("configuration reloaded from %zu file%s", fresh->nfiles, fresh->nfiles == 1 ? "" : "s");
 	elided_redecide_all(d);
 	if (fresh->interval != old_interval)
 		elided_reschedule(d);
@@ -375,13 +386,13 @@ int main(int argc, char **argv)
 	if (!d->config_path || !d->config_dropin_dir || !d->runtime_dir)
 		return log_oom(), EXIT_FAILURE;
 
-	r = config_load(d->config_path, d->config_dropin_dir, &d->config, err, sizeof(err));
+	r = load_config(d, &d->config, err, sizeof(err));
 	if (r < 0) {
 		log_error("invalid configuration: %s", err);
 		return EXIT_FAILURE;
 	}
 	if (check_only) {
-		printf("configuration OK (%zu file(s))\n", d->config->nfiles);
+		printf("configuration OK (%zu file%s)\n", d->config->nfiles, d->config->nfiles == 1 ? "" : "s");
 		return EXIT_SUCCESS;
 	}
 	note_reload(d, "ok (start-up)");

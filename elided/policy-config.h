@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * elided's policy: /etc/elide.conf then every *.conf in /etc/elide.conf.d (lexical
- * order), libconfig syntax, or the built-in default when no file exists.
+ * elided's policy: /etc/elide.conf then every *.conf in /etc/elide.conf.d,
+ * /run/elide.conf.d and /usr/lib/elide.conf.d (lexical order of the names,
+ * /etc's file replacing a same-named one in /run or /usr/lib), libconfig
+ * syntax, or the built-in default when no file exists.
  *
  *   daemon:  { interval = 1.0; max_segments_per_uid = 64; };
  *   default: { mode = "adaptive"; max_abort_ratio = 0.5; min_aborts = 1000; };
@@ -105,6 +107,25 @@ struct policy_decision {
  * "FILE: strerror".  On error *ret is untouched.
  */
 int config_load(const char *main_path, const char *dropin_dir, struct elide_config **ret, char *err, size_t errlen);
+
+/*
+ * The system configuration's drop-in directories after /etc/elide.conf.d,
+ * as systemd's tools have them: /run for the running system, /usr/lib
+ * for packages.  A file in /etc/elide.conf.d replaces one of the same name
+ * in these (a link to /dev/null drops it), and /run's replaces /usr/lib's.
+ */
+#define CONFIG_RUNTIME_DROPIN_DIR "/run/elide.conf.d"
+#define CONFIG_VENDOR_DROPIN_DIR "/usr/lib/elide.conf.d"
+
+/*
+ * config_load() with several drop-in directories (NULL-terminated, the
+ * highest priority first; NULL entries end the list): their *.conf are
+ * read in lexical order of the names across all of them, and of two files
+ * with one name only the one in the earlier directory is read, or neither
+ * when that one is a symlink to /dev/null.
+ */
+int config_load_dirs(const char *main_path, const char *const *dropin_dirs, struct elide_config **ret, char *err,
+		     size_t errlen);
 
 /* The built-in default policy (adaptive for everything, interval 1 s). */
 int config_default(struct elide_config **ret);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * elided's policy configuration: the built-in default, the example of
- * policy-config.h, drop-in order and overrides, every class of error with
+ * policy-config.h, drop-in order and overrides, the three drop-in
+ * directories (systemd's rules: by name, the earliest directory's file, a
+ * link to /dev/null masking), every class of error with
  * its "FILE:LINE:" and the caller's pointer left alone, and the shipped
  * conf/elide.conf (which must say exactly the built-in default).
  */
@@ -298,6 +300,89 @@ START_TEST(test_dropins)
 	ck_assert_uint_eq(cfg->nfiles, 2);
 	ck_assert_str_eq(cfg->files[0], a);
 	config_free(cfg);
+}
+END_TEST
+
+/*
+ * The system's three drop-in directories (/etc, /run, /usr/lib in
+ * elide.conf(5)), here under the test directory: every name once, in the
+ * names' order across the directories, the earliest directory's file for a
+ * name, a link to /dev/null there dropping the name, and a missing
+ * directory or a NULL ending the list.
+ */
+START_TEST(test_vendor_dirs)
+{
+	_cleanup_free_ char *etc = NULL, *run = NULL, *usr = NULL, *etc_20 = NULL, *run_30 = NULL, *usr_10 = NULL,
+			    *usr_20 = NULL, *usr_30 = NULL, *usr_40 = NULL, *run_40 = NULL, *etc_60 = NULL,
+			    *usr_50 = NULL, *masked = NULL, *none = NULL;
+	const char *dirs[5];
+	struct elide_config *cfg = NULL;
+	char err[CONFIG_ERR_MAX] = "";
+
+	etc = make_dir("etc.d");
+	run = make_dir("run.d");
+	usr = make_dir("usr.d");
+	none = path_in("missing.d");
+	/* The vendor's: 10 kept, 20 replaced by /etc's, 30 by /run's, 40 by
+	 * /run's (a link to /dev/null there drops it), 50 dropped by /etc. */
+	usr_10 = write_file("usr.d/10-vendor.conf", "daemon: { interval = 2.0; };\nprogram = ( { comm = \"u10\"; } );\n");
+	usr_20 = write_file("usr.d/20-tune.conf", "program = ( { comm = \"u20\"; } );\n");
+	usr_30 = write_file("usr.d/30-x.conf", "program = ( { comm = \"u30\"; } );\n");
+	usr_40 = write_file("usr.d/40-y.conf", "program = ( { comm = \"u40\"; } );\n");
+	usr_50 = write_file("usr.d/50-z.conf", "this is not libconfig and must never be read\n");
+	etc_20 = write_file("etc.d/20-tune.conf", "daemon: { interval = 5.0; };\nprogram = ( { comm = \"e20\"; } );\n");
+	run_30 = write_file("run.d/30-x.conf", "program = ( { comm = \"r30\"; } );\n");
+	run_40 = path_in("run.d/40-y.conf");
+	ck_assert_int_eq(symlink("/dev/null", run_40), 0);
+	masked = path_in("etc.d/50-z.conf");
+	ck_assert_int_eq(symlink("/dev/null", masked), 0);
+	etc_60 = write_file("etc.d/60-admin.conf", "default: { mode = \"off\"; };\n");
+
+	dirs[0] = etc;
+	dirs[1] = run;
+	dirs[2] = none;
+	dirs[3] = usr;
+	dirs[4] = NULL;
+	ck_assert_msg(config_load_dirs(NULL, dirs, &cfg, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(cfg->nfiles, 4);
+	ck_assert_str_eq(cfg->files[0], usr_10);
+	ck_assert_str_eq(cfg->files[1], etc_20);
+	ck_assert_str_eq(cfg->files[2], run_30);
+	ck_assert_str_eq(cfg->files[3], etc_60);
+	ck_assert_uint_eq(cfg->nprograms, 3);
+	ck_assert_str_eq(cfg->programs[0].comm, "u10");
+	ck_assert_str_eq(cfg->programs[1].comm, "e20");
+	ck_assert_str_eq(cfg->programs[2].comm, "r30");
+	/* /etc's 20 comes after the vendor's 10: its interval wins. */
+	ck_assert_double_eq(cfg->interval, 5.0);
+	ck_assert_int_eq(cfg->default_mode, POLICY_MODE_OFF);
+	config_free(cfg);
+
+	/* A NULL ends the list: /etc alone.  50-z.conf's link masks nothing
+	 * there and is no file: nothing is read for it. */
+	dirs[1] = NULL;
+	cfg = NULL;
+	ck_assert_msg(config_load_dirs(NULL, dirs, &cfg, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(cfg->nfiles, 2);
+	ck_assert_str_eq(cfg->files[0], etc_20);
+	ck_assert_str_eq(cfg->files[1], etc_60);
+	config_free(cfg);
+
+	/* Without /etc's link the vendor's broken 50 is read, and named. */
+	ck_assert_int_eq(unlink(masked), 0);
+	dirs[0] = etc;
+	dirs[1] = run;
+	cfg = SENTINEL;
+	ck_assert_int_eq(config_load_dirs(NULL, dirs, &cfg, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_eq(cfg, SENTINEL);
+	ck_assert_msg(strncmp(err, usr_50, strlen(usr_50)) == 0, "error does not name %s: %s", usr_50, err);
+
+	/* config_load() is config_load_dirs() with one directory. */
+	cfg = load_ok(NULL, run);
+	ck_assert_uint_eq(cfg->nfiles, 1);
+	ck_assert_str_eq(cfg->files[0], run_30);
+	config_free(cfg);
+	unlink(run_40);
 }
 END_TEST
 
@@ -612,6 +697,7 @@ int main(void)
 	tcase_add_test(tc, test_example);
 	tcase_add_test(tc, test_matching_and_merge);
 	tcase_add_test(tc, test_dropins);
+	tcase_add_test(tc, test_vendor_dirs);
 	tcase_add_loop_test(tc, test_errors, 0, sizeof(bad_cases) / sizeof(bad_cases[0]));
 	tcase_add_test(tc, test_error_in_dropin);
 	tcase_add_test(tc, test_include);
