@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 
 #include "elidectl.h"
 #include "log.h"
+#include "terminal.h"
 
 enum verb_source {
 	SOURCE_NONE,    /* works without elided and segments */
@@ -24,21 +26,23 @@ struct verb {
 	const char *name;
 	enum verb_source source;
 	int (*run)(struct source *s, const struct ctl_options *o, int argc, char **argv);
+	bool pager;     /* long output: through a pager on a terminal */
+	bool columns;   /* a table whose columns -o chooses */
 };
 
 static const struct verb verbs[] = {
-	{ "status", SOURCE_ANY, verb_status },
-	{ "list", SOURCE_ANY, verb_list },
-	{ "show", SOURCE_ANY, verb_show },
-	{ "top", SOURCE_ANY, verb_top },
-	{ "set", SOURCE_DAEMON, verb_set },
-	{ "reset", SOURCE_DAEMON, verb_reset },
-	{ "reload", SOURCE_DAEMON, verb_reload },
-	{ "check-config", SOURCE_NONE, verb_check_config },
-	{ "hw", SOURCE_NONE, verb_hw },
-	{ "run", SOURCE_NONE, verb_run },
-	{ "enable", SOURCE_NONE, verb_enable },
-	{ "disable", SOURCE_NONE, verb_disable },
+	{ "status", SOURCE_ANY, verb_status, true, true },
+	{ "list", SOURCE_ANY, verb_list, true, true },
+	{ "show", SOURCE_ANY, verb_show, true, true },
+	{ "top", SOURCE_ANY, verb_top, false, true },
+	{ "set", SOURCE_DAEMON, verb_set, false, false },
+	{ "reset", SOURCE_DAEMON, verb_reset, false, false },
+	{ "reload", SOURCE_DAEMON, verb_reload, false, false },
+	{ "check-config", SOURCE_NONE, verb_check_config, false, false },
+	{ "hw", SOURCE_NONE, verb_hw, false, false },
+	{ "run", SOURCE_NONE, verb_run, false, false },
+	{ "enable", SOURCE_NONE, verb_enable, false, false },
+	{ "disable", SOURCE_NONE, verb_disable, false, false },
 };
 
 static const struct {
@@ -73,14 +77,17 @@ static void help(void)
 	       "                       Drop the overrides of a process, or of one lock\n"
 	       "  reload               Make elided re-read its configuration\n"
 	       "  check-config [FILE]  Validate a configuration (default %s and its .d)\n"
-	       "  hw                   TSX/RTM report: CPUID, TSX_CTRL, the kernel, a probe\n"
+	       "  hw                   TSX/RTM report: CPUID, TSX_CTRL, the kernel, a probe,\n"
+	       "                       and advice for this machine\n"
 	       "  run [--mode M] [--] CMD [ARGS...]\n"
 	       "                       Run CMD with libelide preloaded\n"
-	       "  enable --unit NAME [--mode M] [--now] | --system\n"
+	       "  enable --unit NAME [--mode M] [--now] [--force] | --system [--force]\n"
 	       "                       Preload libelide into the service NAME (a systemd\n"
 	       "                       drop-in) or into every program (/etc/ld.so.preload),\n"
 	       "                       once the library passed its checks: a root-owned\n"
-	       "                       ELF shared object for this machine that loads\n"
+	       "                       ELF shared object for this machine that loads;\n"
+	       "                       --force: a unit not installed yet, or a CPU that\n"
+	       "                       cannot elide (where --system refuses without it)\n"
 	       "  disable --unit NAME [--now] | --system\n"
 	       "                       Remove that drop-in, or exactly that line\n"
 	       "\n"
@@ -90,7 +97,13 @@ static void help(void)
 	       "     --json[=MODE]     JSON output, MODE pretty or short (default: pretty on a\n"
 	       "                       terminal); numbers are exact integers\n"
 	       "     --no-legend       No column headers, footer or process header\n"
-	       "     --no-pager        Accepted for compatibility: elidectl never pages\n"
+	       "  -o --output=COLUMNS  list, show, status, top: the table's columns, comma-\n"
+	       "                       separated (any case); +COLUMNS adds to the defaults.\n"
+	       "                       A wrong name lists the command's columns\n"
+	       "  -l --full            Do not ellipsise cells to fit the terminal's width\n"
+	       "     --no-pager        Do not pipe list, show and status into a pager\n"
+	       "                       ($SYSTEMD_PAGER, $PAGER, less) on a terminal\n"
+	       "     --no-color        No colours (also NO_COLOR=1; only ever on a terminal)\n"
 	       "  -H --host=[USER@]HOST\n"
 	       "                       Talk to elided on HOST over ssh\n"
 	       "     --runtime-dir DIR Read segments in DIR directly, without elided (default:\n"
@@ -117,7 +130,8 @@ static void help(void)
 	       "root all of them.\n"
 	       "\n"
 	       "Exit status: 0 success, 1 failure (hw: RTM not usable; check-config: invalid;\n"
-	       "enable: the library failed a check), 2 usage error, 3 no such process or lock,\n"
+	       "enable: the library failed a check), 2 usage error, 3 no such process, lock\n"
+	       "or unit,\n"
 	       "4 permission denied, 5 elided is not running.  See elidectl(1).\n",
 	       program_invocation_short_name, SYSCONFDIR "/elide.conf", ELIDE_RUNTIME_DIR_DEFAULT);
 }
@@ -156,7 +170,8 @@ static bool own_options_verb(const char *a)
 
 static bool run_verb(int argc, char **argv)
 {
-	static const char *const with_value[] = { "-H", "--host", "--runtime-dir", "--sort", "--max", "--lock" };
+	static const char *const with_value[] = { "-H", "--host", "--runtime-dir", "--sort", "--max", "--lock",
+						  "-o", "--output" };
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -186,6 +201,7 @@ static int parse_argv(int argc, char **argv, struct ctl_options *o)
 		ARG_MAX,
 		ARG_NO_PAGER,
 		ARG_LOCK,
+		ARG_NO_COLOR,
 	};
 	static const struct option options[] = {
 		{ "help", no_argument, NULL, 'h' },
@@ -197,13 +213,16 @@ static int parse_argv(int argc, char **argv, struct ctl_options *o)
 		{ "max", required_argument, NULL, ARG_MAX },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "no-pager", no_argument, NULL, ARG_NO_PAGER },
+		{ "no-color", no_argument, NULL, ARG_NO_COLOR },
+		{ "output", required_argument, NULL, 'o' },
+		{ "full", no_argument, NULL, 'l' },
 		{ "host", required_argument, NULL, 'H' },
 		{ "lock", required_argument, NULL, ARG_LOCK },
 		{}
 	};
 	/* `run CMD -x`: CMD's options are not ours, so stop at the verb; as
 	 * for enable and disable, which parse their own. */
-	const char *optstring = run_verb(argc, argv) ? "+hvH:" : "hvH:";
+	const char *optstring = run_verb(argc, argv) ? "+hvH:o:l" : "hvH:o:l";
 	int c;
 
 	o->json_pretty = isatty(STDOUT_FILENO);
@@ -257,6 +276,16 @@ static int parse_argv(int argc, char **argv, struct ctl_options *o)
 			o->lock = optarg;
 			break;
 		case ARG_NO_PAGER:
+			o->no_pager = true;
+			break;
+		case ARG_NO_COLOR:
+			o->no_color = true;
+			break;
+		case 'o':
+			o->output = optarg;
+			break;
+		case 'l':
+			o->full = true;
 			break;
 		case ARG_SORT:
 			if (parse_sort(optarg, &o->sort) < 0) {
@@ -340,6 +369,8 @@ int main(int argc, char **argv)
 	const char *name;
 	int r;
 
+	/* The terminal's character set for widths and "…"; numbers stay C. */
+	setlocale(LC_CTYPE, "");
 	log_set_prefix("elidectl");
 	r = parse_argv(argc, argv, &o);
 	if (r <= 0)
@@ -364,6 +395,14 @@ int main(int argc, char **argv)
 		log_error("--lock applies to set and reset only");
 		return EXIT_USAGE;
 	}
+	if (o.output && !verb->columns) {
+		log_error("--output applies to list, show, status and top only");
+		return EXIT_USAGE;
+	}
+	if (o.output && !o.json && (verb->run == verb_status || verb->run == verb_top) &&
+	    rates_check_output(o.output) < 0)
+		return EXIT_USAGE;
+	terminal_setup(o.full, o.no_color);
 
 	if (!o.runtime_dir) {
 		o.runtime_dir = getenv("ELIDE_RUNTIME_DIR");
@@ -373,11 +412,14 @@ int main(int argc, char **argv)
 	r = open_source(verb, &o, &s);
 	if (r != EXIT_OK)
 		return r;
+	if (verb->pager)
+		pager_open(o.no_pager);
 	r = verb->run(s, &o, argc, argv);
 	source_free(s);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		log_error_errno(errno ? errno : EIO, "cannot write to standard output");
-		return EXIT_FAIL;
+		r = EXIT_FAIL;
 	}
+	pager_close();
 	return r;
 }

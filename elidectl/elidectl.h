@@ -10,6 +10,7 @@
 
 #include "segment-reader.h"
 #include "source.h"
+#include "table.h"
 
 /* Exit statuses, documented in --help and elidectl(1). */
 #define EXIT_OK 0
@@ -47,6 +48,10 @@ struct ctl_options {
 	enum sort_key sort;
 	bool max_set;
 	unsigned long max;
+	const char *output;      /* -o: the table's columns */
+	bool full;               /* --full: no ellipsis */
+	bool no_pager;
+	bool no_color;
 };
 
 int verb_list(struct source *s, const struct ctl_options *o, int argc, char **argv);
@@ -71,6 +76,10 @@ int find_libelide(char *buf, size_t size);
  * (EXIT_NOT_FOUND, EXIT_DENIED, EXIT_NO_DAEMON, EXIT_USAGE or EXIT_FAIL). */
 int bus_error_exit(const char *what, const sd_bus_error *e, int r);
 
+/* Whether this CPU can elide; when not, warns that libelide in `who`
+ * ("every program", a unit, a command) would elide nothing. */
+bool rtm_usable_or_say(const char *who);
+
 /* "123" → 123; -EINVAL for anything else. */
 int parse_pid(const char *s, pid_t *ret);
 
@@ -89,9 +98,10 @@ void totals_of(struct source *s, const struct seg_snapshot *snap, uint64_t now_n
 void user_name(uid_t uid, char *buf, size_t size);
 
 /* The per-process rate table of status and top, busiest first by `key`
- * (SORT_ACQUIRED, SORT_COMMITS, SORT_ABORTS or SORT_CYCLES); max 0 = all. */
+ * (SORT_ACQUIRED, SORT_COMMITS, SORT_ABORTS or SORT_CYCLES); max 0 = all;
+ * `output`: -o's columns.  -EINVAL (logged) for an unknown column. */
 int print_rates(struct source *s, struct seg_snapshot **procs, size_t n, enum sort_key key, size_t max,
-		bool legend);
+		bool legend, const char *output);
 
 /* User-facing names, in the vocabulary of libelide's exit report. */
 const char *kind_name(uint32_t kind);
@@ -101,6 +111,37 @@ const char *abort_cause_name(unsigned cause); /* cause: 0 .. N_ABORT_CAUSES-1 */
 #define N_ABORT_CAUSES (ELIDE_SEG_STAT_ABORT_OTHER - ELIDE_SEG_STAT_ABORT_CONFLICT + 1)
 
 uint64_t lock_aborts(const struct elide_seg_lock *l);
+
+/* Why a lock is in its state, for people and JSON's "reason": libelide's
+ * reason, or who turned it off or on: "override" (elidectl set), "config"
+ * (elide.conf), "daemon" (elided's adaptation). */
+const char *lock_why(const struct elide_seg_lock *l);
+/* JSON's decided_by: "config", "override", "adaptation"; NULL when elided
+ * decided nothing. */
+const char *decided_by_name(const struct elide_seg_lock *l);
+
+/*
+ * A process's state, from its locks: "eliding" (a lock elides), "backoff"
+ * (none does, some back off after aborts), "off" (libelide passes every
+ * lock through, or every lock that would elide is turned off: `why` says
+ * why or by whom), "plain" (no lock contended enough to elide yet).
+ */
+struct proc_state {
+	const char *state;
+	char why[64];           /* "" when there is nothing to add */
+};
+void process_state(const struct seg_snapshot *snap, struct proc_state *ret);
+enum table_color state_color(const char *state);
+
+/* status --json: elided's LastReload and DiscoveryMethod prose as objects
+ * (result/startup/time/error, method/mechanism/fallback_reason), each
+ * with the prose as "description". */
+struct json;
+void json_last_reload(struct json *j, const char *prose);
+void json_discovery(struct json *j, const char *prose);
+
+/* --output for status and top: -EINVAL (logged) for an unknown column. */
+int rates_check_output(const char *output);
 
 /* CLOCK_REALTIME in ns. */
 uint64_t now_realtime_ns(void);

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "elidectl.h"
+#include "hw.h"
 #include "log.h"
 
 #define DROPIN_NAME "50-elide.conf"
@@ -70,6 +71,7 @@ struct enable_ctx {
 	const char *mode;      /* --mode */
 	const char *library;   /* --library, else NULL: find_libelide() */
 	bool now;              /* --now */
+	bool force;            /* --force: no RTM, or a unit not installed (yet) */
 	char root[PATH_MAX];   /* --root, canonical */
 	const char *prefix;    /* "" for "/", else root: host path = prefix + path */
 	bool root_is_slash;
@@ -615,6 +617,54 @@ static int library_path(const struct enable_ctx *c, char *buf, size_t size, bool
 	return 0;
 }
 
+/* --- is there anything to do? -------------------------------------------- */
+
+/* Where systemd looks for units, as seen inside the root. */
+static const char *const unit_dirs[] = {
+	"etc/systemd/system", "run/systemd/system", "run/systemd/transient", "run/systemd/generator",
+	"run/systemd/generator.early", "run/systemd/generator.late", "usr/local/lib/systemd/system",
+	"usr/lib/systemd/system", "lib/systemd/system",
+};
+
+/* Whether the root has the unit (or, for NAME@INSTANCE.service, its
+ * template): 0 yes, -ENOENT no. */
+static int unit_installed(const struct enable_ctx *c)
+{
+	char template[UNIT_NAME_MAX + 1] = "";
+	const char *at = strchr(c->unit_name, '@');
+	struct stat st;
+
+	if (at && at[1] != '.')
+		snprintf(template, sizeof(template), "%.*s@%s", (int)(at - c->unit_name), c->unit_name,
+			 strrchr(c->unit_name, '.'));
+	for (size_t i = 0; i < ARRAY_SIZE(unit_dirs); i++) {
+		_cleanup_close_ int fd = open_dir_nofollow(c->rootfd, unit_dirs[i]);
+
+		if (fd >= 0 && (fstatat(fd, c->unit_name, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+				(template[0] && fstatat(fd, template, &st, AT_SYMLINK_NOFOLLOW) == 0)))
+			return 0;
+	}
+	return -ENOENT;
+}
+
+/*
+ * Whether this CPU can elide; when not, says plainly what preloading
+ * libelide into `who` would do here.  Shared with run.
+ */
+bool rtm_usable_or_say(const char *who)
+{
+	struct elide_hw hw;
+
+	elide_hw_detect(&hw);
+	if (hw.rtm_usable)
+		return true;
+	log_warning("nothing can be elided on this machine: RTM is not usable (%s)", hw.reason);
+	log_warning("libelide in %s would pass every lock straight through to glibc; each process still "
+		    "shows up in elidectl list, as \"off (no usable RTM)\", without lock statistics "
+		    "(elidectl hw says more)", who);
+	return false;
+}
+
 /* --- systemctl ---------------------------------------------------------- */
 
 static int run_systemctl(const char *verb, const char *unit)
@@ -642,18 +692,37 @@ static int run_systemctl(const char *verb, const char *unit)
 	return 0;
 }
 
-static int apply_now(const struct enable_ctx *c)
+/* After the drop-in changed: tell what to run, or run it (--now).  The
+ * drop-in stays whatever systemctl says: it is what was asked for. */
+static int apply_now(const struct enable_ctx *c, const char *dropin)
 {
+	const char *what = c->enable ? "enabled" : "disabled";
 	int r;
 
 	if (!c->now) {
-		printf("run: systemctl daemon-reload && systemctl restart %s\n", c->unit_name);
+		printf("To apply it, run: systemctl daemon-reload && systemctl restart %s\n", c->unit_name);
 		return EXIT_OK;
 	}
 	r = run_systemctl("daemon-reload", NULL);
-	if (r == 0)
-		r = run_systemctl("try-restart", c->unit_name);
-	return r < 0 ? EXIT_FAIL : EXIT_OK;
+	if (r < 0) {
+		if (c->enable)
+			log_error("the drop-in %s stays in place, but %s runs without libelide until systemd "
+				  "reloads its units", dropin, c->unit_name);
+		else
+			log_error("the drop-in %s is removed, but %s keeps libelide until systemd reloads its "
+				  "units", dropin, c->unit_name);
+		log_error("once systemd answers, run: systemctl daemon-reload && systemctl restart %s%s%s%s",
+			  c->unit_name, c->enable ? " (or undo with: elidectl disable --unit " : "",
+			  c->enable ? c->unit_name : "", c->enable ? ")" : "");
+		return EXIT_FAIL;
+	}
+	r = run_systemctl("try-restart", c->unit_name);
+	if (r < 0) {
+		log_error("%s is %s (%s) and systemd reloaded, but the restart failed: run systemctl restart %s, "
+			  "and see systemctl status %s", c->unit_name, what, dropin, c->unit_name, c->unit_name);
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
 }
 
 /* --- the verbs ---------------------------------------------------------- */
@@ -663,10 +732,25 @@ static int enable_unit(struct enable_ctx *c)
 	_cleanup_free_ char *content = NULL, *old = NULL;
 	_cleanup_close_ int sysfd = -1, dfd = -1;
 	char lib[PATH_MAX], dname[UNIT_NAME_MAX + 3];
+	char dropin[PATH_MAX + UNIT_NAME_MAX + 64];
 	struct stat st;
 	size_t oldlen;
 	int r, len;
 
+	if (unit_installed(c) < 0) {
+		if (!c->force) {
+			log_error("no unit %s is installed%s%s (none in /etc/systemd/system, /run/systemd, "
+				  "/usr/local/lib/systemd/system or /usr/lib/systemd/system): nothing to preload "
+				  "libelide into", c->unit_name, c->root_is_slash ? "" : " under ", c->prefix);
+			log_error("check the name (systemctl list-unit-files '*.service'), or give --force to "
+				  "write the drop-in for a unit installed later");
+			return EXIT_NOT_FOUND;
+		}
+		log_warning("no unit %s on this system yet (--force): the drop-in takes effect once it is "
+			    "installed", c->unit_name);
+	}
+	if (c->root_is_slash)
+		rtm_usable_or_say(c->unit_name);
 	if (library_path(c, lib, sizeof(lib), true) < 0 || check_library(c, lib) < 0)
 		return EXIT_FAIL;
 	len = asprintf(&content,
@@ -715,16 +799,16 @@ static int enable_unit(struct enable_ctx *c)
 		log_error_errno(r, "cannot write %s/etc/systemd/system/%s/" DROPIN_NAME, c->prefix, dname);
 		return EXIT_FAIL;
 	}
-	printf("%s %s/etc/systemd/system/%s/" DROPIN_NAME ": %s runs with LD_PRELOAD=%s%s%s\n",
-	       old ? "Updated" : "Created", c->prefix, dname, c->unit_name, lib,
+	snprintf(dropin, sizeof(dropin), "%s/etc/systemd/system/%s/" DROPIN_NAME, c->prefix, dname);
+	printf("%s %s: %s runs with LD_PRELOAD=%s%s%s\n", old ? "Updated" : "Created", dropin, c->unit_name, lib,
 	       c->mode ? " ELIDE=mode=" : "", c->mode ? c->mode : "");
-	return apply_now(c);
+	return apply_now(c, dropin);
 }
 
 static int disable_unit(struct enable_ctx *c)
 {
 	_cleanup_close_ int sysfd = -1, dfd = -1;
-	char dname[UNIT_NAME_MAX + 3];
+	char dname[UNIT_NAME_MAX + 3], dropin[PATH_MAX + UNIT_NAME_MAX + 64];
 
 	snprintf(dname, sizeof(dname), "%s.d", c->unit_name);
 	sysfd = open_dir_nofollow(c->rootfd, "etc/systemd/system");
@@ -748,7 +832,8 @@ static int disable_unit(struct enable_ctx *c)
 		return EXIT_FAIL;
 	}
 	(void)fsync(dfd);
-	printf("Removed %s/etc/systemd/system/%s/" DROPIN_NAME "\n", c->prefix, dname);
+	snprintf(dropin, sizeof(dropin), "%s/etc/systemd/system/%s/" DROPIN_NAME, c->prefix, dname);
+	printf("Removed %s\n", dropin);
 	/* The directory too, when nothing else is in it. */
 	if (unlinkat(sysfd, dname, AT_REMOVEDIR) == 0) {
 		(void)fsync(sysfd);
@@ -756,7 +841,7 @@ static int disable_unit(struct enable_ctx *c)
 	} else if (errno != ENOTEMPTY && errno != EEXIST) {
 		log_warning_errno(errno, "cannot remove %s/etc/systemd/system/%s", c->prefix, dname);
 	}
-	return apply_now(c);
+	return apply_now(c, dropin);
 }
 
 /* Whether [line, line+len) is exactly LIB. */
@@ -802,6 +887,13 @@ static int enable_system(struct enable_ctx *c)
 	size_t oldlen, newlen, liblen;
 	int r, exists;
 
+	/* Every program on the host for nothing: only when asked twice.  An
+	 * image under --root may be meant for other hardware. */
+	if (c->root_is_slash && !rtm_usable_or_say("every program") && !c->force) {
+		log_error("refusing to preload libelide into every program on a machine that cannot elide; "
+			  "give --force to do it anyway");
+		return EXIT_FAIL;
+	}
 	if (library_path(c, lib, sizeof(lib), true) < 0 || check_library(c, lib) < 0)
 		return EXIT_FAIL;
 	etcfd = open_etc(c);
@@ -905,16 +997,18 @@ static int disable_system(struct enable_ctx *c)
 
 static void enable_help(const char *verb)
 {
+	bool enable = strcmp(verb, "enable") == 0;
+
 	printf("Usage: elidectl %s --unit NAME [--root DIR] [--library PATH]%s [--now]\n"
-	       "       elidectl %s --system [--root DIR] [--library PATH]\n"
+	       "       elidectl %s --system [--root DIR] [--library PATH]%s\n"
 	       "See elidectl --help and elidectl(1).\n",
-	       verb, strcmp(verb, "enable") == 0 ? " [--mode MODE]" : "", verb);
+	       verb, enable ? " [--mode MODE] [--force]" : "", verb, enable ? " [--force]" : "");
 }
 
 /* Returns 1 to go on, else an exit status. */
 static int parse_enable_argv(int argc, char **argv, struct enable_ctx *c)
 {
-	enum { ARG_UNIT = 0x100, ARG_SYSTEM, ARG_ROOT, ARG_MODE, ARG_LIBRARY, ARG_NOW };
+	enum { ARG_UNIT = 0x100, ARG_SYSTEM, ARG_ROOT, ARG_MODE, ARG_LIBRARY, ARG_NOW, ARG_FORCE };
 	static const struct option options[] = {
 		{ "help", no_argument, NULL, 'h' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -924,6 +1018,7 @@ static int parse_enable_argv(int argc, char **argv, struct enable_ctx *c)
 		{ "mode", required_argument, NULL, ARG_MODE },
 		{ "library", required_argument, NULL, ARG_LIBRARY },
 		{ "now", no_argument, NULL, ARG_NOW },
+		{ "force", no_argument, NULL, ARG_FORCE },
 		{}
 	};
 	const char *verb = argv[0], *root = "/";
@@ -955,6 +1050,9 @@ static int parse_enable_argv(int argc, char **argv, struct enable_ctx *c)
 			break;
 		case ARG_NOW:
 			c->now = true;
+			break;
+		case ARG_FORCE:
+			c->force = true;
 			break;
 		default:
 			log_error("%s: invalid option or missing argument: '%s'; see --help", verb, argv[optind - 1]);
@@ -990,6 +1088,10 @@ static int parse_enable_argv(int argc, char **argv, struct enable_ctx *c)
 	}
 	if (c->now && c->system) {
 		log_error("--now applies to --unit only");
+		return EXIT_USAGE;
+	}
+	if (c->force && !c->enable) {
+		log_error("--force applies to enable only");
 		return EXIT_USAGE;
 	}
 	if (c->unit && unit_name_normalize(c->unit, c->unit_name, sizeof(c->unit_name)) < 0)

@@ -47,6 +47,11 @@ void totals_of(struct source *s, const struct seg_snapshot *snap, uint64_t now_n
 		t->cycles_lost_per_sec = info.cycles_lost_per_sec;
 		t->acquired_per_sec = info.acquired_per_sec;
 		t->abort_ratio = info.abort_ratio;
+		/* elided says 0 for an interval without attempts too; every
+		 * attempt commits or aborts, so no commits and no aborts
+		 * means there was none: the ratio is unknown, not 0%. */
+		if (!(info.abort_ratio > 0) && !(info.commits_per_sec > 0))
+			t->abort_ratio = -1.0;
 	}
 }
 
@@ -61,20 +66,9 @@ void user_name(uid_t uid, char *buf, size_t size)
 		snprintf(buf, size, "%u", (unsigned)uid);
 }
 
-/* "no usable RTM: CPU lacks RTM" → "no usable RTM": the head of the reason. */
-static void short_reason(const char *reason, char *buf, size_t size)
+static const char *null_if_empty(const char *s)
 {
-	size_t n = strcspn(reason, ":;(");
-
-	while (n > 0 && reason[n - 1] == ' ')
-		n--;
-	if (n == 0)
-		n = strlen(reason);
-	if (n > 32) {
-		snprintf(buf, size, "%.29s...", reason);
-		return;
-	}
-	snprintf(buf, size, "%.*s", (int)n, reason);
+	return s && *s ? s : NULL;
 }
 
 static int list_json(struct source *s, struct seg_snapshot **procs, size_t n, const struct ctl_options *o, uint64_t now_ns)
@@ -87,10 +81,14 @@ static int list_json(struct source *s, struct seg_snapshot **procs, size_t n, co
 		const struct seg_snapshot *p = procs[i];
 		struct source_proc_info info;
 		struct proc_totals t;
+		struct proc_state ps;
+		bool have_info;
 		char user[64];
 
 		totals_of(s, p, now_ns, &t);
+		process_state(p, &ps);
 		user_name(p->file_uid, user, sizeof(user));
+		have_info = source_info(s, p->pid, &info) == 0;
 		json_begin_object(&j);
 		json_key(&j, "pid");
 		json_int(&j, p->pid);
@@ -99,23 +97,40 @@ static int list_json(struct source *s, struct seg_snapshot **procs, size_t n, co
 		json_key(&j, "user");
 		json_string(&j, user);
 		json_key(&j, "exe");
-		json_string(&j, p->header.exe);
+		json_string(&j, null_if_empty(p->header.exe));
 		json_key(&j, "comm");
-		json_string(&j, p->header.comm);
+		json_string(&j, null_if_empty(p->header.comm));
+		/* Only elided knows units: null without it, as for no unit. */
+		json_key(&j, "unit");
+		json_string(&j, have_info ? null_if_empty(info.unit) : NULL);
 		json_key(&j, "elision");
 		json_string(&j, p->header.elision == ELIDE_SEG_ELISION_ON ? "on" : "off");
+		json_key(&j, "state");
+		json_string(&j, ps.state);
+		json_key(&j, "state_reason");
+		json_string(&j, null_if_empty(ps.why));
 		json_key(&j, "reason");
-		json_string(&j, p->header.status_reason);
+		json_string(&j, null_if_empty(p->header.status_reason));
 		json_key(&j, "mode");
-		json_string(&j, seg_mode_to_string(p->header.mode));
+		json_string(&j, have_info ? info.mode : seg_mode_to_string(p->header.mode));
+		/* 0: not known (elided does not pass it on). */
 		json_key(&j, "sample");
-		json_uint(&j, p->header.sample);
+		if (p->header.sample)
+			json_uint(&j, p->header.sample);
+		else
+			json_null(&j);
 		json_key(&j, "locks");
 		json_uint(&j, t.locks);
 		json_key(&j, "created_ns");
-		json_uint(&j, p->header.created_ns);
+		if (p->header.created_ns)
+			json_uint(&j, p->header.created_ns);
+		else
+			json_null(&j);
 		json_key(&j, "seconds");
-		json_double(&j, t.age);
+		if (t.age > 0)
+			json_double(&j, t.age);
+		else
+			json_null(&j);
 		json_key(&j, "acquired");
 		json_uint(&j, t.acquired);
 		json_key(&j, "attempts");
@@ -139,71 +154,66 @@ static int list_json(struct source *s, struct seg_snapshot **procs, size_t n, co
 		/* "interval": elided's last; "average": since the process started. */
 		json_key(&j, "rates");
 		json_string(&j, t.current ? "interval" : "average");
-		if (source_info(s, p->pid, &info) == 0) {
-			json_key(&j, "unit");
-			json_string(&j, info.unit[0] ? info.unit : NULL);
-			json_key(&j, "state");
-			json_string(&j, info.state);
-		}
 		json_end_object(&j);
 	}
 	json_end_array(&j);
 	return json_finish(&j);
 }
 
+static const struct table_column list_columns[] = {
+	{ "PID", TABLE_RIGHT, 0 },
+	{ "USER", TABLE_SHRINK, 0.1 },
+	{ "EXE", TABLE_SHRINK_MIDDLE, 0.3 },
+	{ "COMM", TABLE_HIDDEN | TABLE_SHRINK, 0 },
+	{ "UNIT", TABLE_HIDDEN | TABLE_SHRINK, 0.2 },
+	{ "STATE", TABLE_SHRINK, 0.2 },
+	{ "MODE", TABLE_HIDDEN, 0 },
+	{ "LOCKS", TABLE_RIGHT, 0 },
+	{ "ACQUIRED/s", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "COMMITS/s", TABLE_RIGHT, 0 },
+	{ "ABORT%", TABLE_RIGHT, 0 },
+	{ "CYCLES-LOST", TABLE_RIGHT, 0 },
+	{ "CYCLES-LOST/s", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "UID", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+};
+
 static int list_table(struct source *s, struct seg_snapshot **procs, size_t n, const struct ctl_options *o, uint64_t now_ns)
 {
 	struct table *t = NULL;
 	int r;
 
-	r = table_new(&t);
+	r = table_new(&t, "list", list_columns, ARRAY_SIZE(list_columns), o->output);
 	if (r < 0)
 		return r;
-	if ((r = table_add_column(t, "PID", TABLE_RIGHT)) < 0 ||
-	    (r = table_add_column(t, "USER", TABLE_LEFT)) < 0 ||
-	    (r = table_add_column(t, "EXE", TABLE_LEFT)) < 0 ||
-	    (r = table_add_column(t, "STATE", TABLE_LEFT)) < 0 ||
-	    (r = table_add_column(t, "LOCKS", TABLE_RIGHT)) < 0 ||
-	    (r = table_add_column(t, "COMMITS/s", TABLE_RIGHT)) < 0 ||
-	    (r = table_add_column(t, "ABORT%", TABLE_RIGHT)) < 0 ||
-	    (r = table_add_column(t, "CYCLES-LOST", TABLE_RIGHT)) < 0)
-		goto out;
 	for (size_t i = 0; i < n; i++) {
 		const struct seg_snapshot *p = procs[i];
+		struct source_proc_info info;
 		struct proc_totals tot;
-		char user[64], state[64], reason[40];
+		struct proc_state ps;
+		bool have_info;
+		char user[64];
 
 		totals_of(s, p, now_ns, &tot);
+		process_state(p, &ps);
+		have_info = source_info(s, p->pid, &info) == 0;
 		user_name(p->file_uid, user, sizeof(user));
-		if (p->header.elision == ELIDE_SEG_ELISION_ON) {
-			snprintf(state, sizeof(state), "eliding");
-		} else {
-			short_reason(p->header.status_reason, reason, sizeof(reason));
-			if (reason[0])
-				snprintf(state, sizeof(state), "off (%s)", reason);
-			else
-				snprintf(state, sizeof(state), "off");
-		}
 		if ((r = table_add_cellf(t, "%d", (int)p->pid)) < 0 ||
 		    (r = table_add_cell(t, user)) < 0 ||
 		    (r = table_add_cell(t, p->header.exe[0] ? p->header.exe : p->header.comm)) < 0 ||
-		    (r = table_add_cell(t, state)) < 0 ||
-		    (r = table_add_cellf(t, "%u", tot.locks)) < 0)
+		    (r = table_add_cell(t, p->header.comm[0] ? p->header.comm : "-")) < 0 ||
+		    (r = table_add_cell(t, have_info && info.unit[0] ? info.unit : "-")) < 0 ||
+		    (r = table_add_cellf(t, "%s%s%s%s", ps.state, ps.why[0] ? " (" : "", ps.why,
+					 ps.why[0] ? ")" : "")) < 0)
 			goto out;
-		if (tot.commits_per_sec < 0)
-			r = table_add_cell(t, "-");
-		else if (tot.commits_per_sec < 10)
-			r = table_add_cellf(t, "%.1f", tot.commits_per_sec);
-		else
-			r = table_add_number(t, (uint64_t)(tot.commits_per_sec + 0.5));
-		if (r >= 0) {
-			if (tot.abort_ratio < 0)
-				r = table_add_cell(t, "-");
-			else
-				r = table_add_cellf(t, "%.1f%%", tot.abort_ratio * 100);
-		}
-		if (r < 0 ||
-		    (r = table_add_number(t, tot.cycles_lost)) < 0)
+		table_set_color(t, state_color(ps.state));
+		if ((r = table_add_cell(t, have_info ? info.mode : seg_mode_to_string(p->header.mode))) < 0 ||
+		    (r = table_add_cellf(t, "%u", tot.locks)) < 0 ||
+		    (r = table_add_rate(t, tot.acquired_per_sec)) < 0 ||
+		    (r = table_add_rate(t, tot.commits_per_sec)) < 0 ||
+		    (r = table_add_ratio(t, tot.abort_ratio)) < 0 ||
+		    (r = table_add_number(t, tot.cycles_lost)) < 0 ||
+		    (r = table_add_rate(t, tot.cycles_lost_per_sec)) < 0 ||
+		    (r = table_add_cellf(t, "%u", (unsigned)p->file_uid)) < 0)
 			goto out;
 	}
 	r = table_print(t, stdout, o->legend);
@@ -248,6 +258,8 @@ int verb_list(struct source *s, const struct ctl_options *o, int argc, char **ar
 	else
 		r = list_table(s, procs, n, o, now_realtime_ns());
 	source_list_free(procs, n);
+	if (r == -EINVAL)
+		return EXIT_USAGE; /* an unknown column, said */
 	if (r < 0) {
 		log_error_errno(r, "cannot write the list");
 		return EXIT_FAIL;

@@ -18,11 +18,13 @@ elidectl_elidectl_SOURCES = \
 	elidectl/source-direct.c \
 	elidectl/source-bus.c \
 	elidectl/table.c elidectl/table.h \
+	elidectl/terminal.c elidectl/terminal.h \
 	elidectl/json.c elidectl/json.h \
 	elided/config.c elided/policy-config.h
 elidectl_elidectl_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/elided \
 	-DSYSCONFDIR=\"$(sysconfdir)\" -DLIBDIR=\"$(libdir)\"
-elidectl_elidectl_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS) $(LIBCONFIG_CFLAGS)
+elidectl_elidectl_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS) $(LIBCONFIG_CFLAGS) $(SMARTCOLS_CFLAGS)
+# Tables through libsmartcols (util-linux).
 # libelide-tools.la: the segment reader, with libelide-common.la (log, elfsym, hw).
-elidectl_elidectl_LDADD = common/libelide-tools.la $(SYSTEMD_LIBS) $(LIBCONFIG_LIBS)
+elidectl_elidectl_LDADD = common/libelide-tools.la $(SYSTEMD_LIBS) $(LIBCONFIG_LIBS) $(SMARTCOLS_LIBS)
 dist_man_MANS += elidectl/elidectl.1

@@ -113,6 +113,10 @@ int verb_run(struct source *s, const struct ctl_options *o, int argc, char **arg
 		log_error_errno(r, "cannot find libelide.so (last tried %s; set ELIDE_LIBDIR)", lib);
 		return EXIT_FAIL;
 	}
+	/* Runs anyway: the command is what was asked for.  Not for mode=off,
+	 * which elides nothing by design, nor with simulated aborts. */
+	if ((!mode || strcmp(mode, "off") != 0) && !getenv("ELIDE_SIM_ABORT"))
+		rtm_usable_or_say(argv[i]);
 	preload = getenv("LD_PRELOAD");
 	if (preload && *preload) {
 		if (asprintf(&value, "%s %s", preload, lib) < 0)

@@ -10,6 +10,7 @@
 #include "json.h"
 #include "log.h"
 #include "table.h"
+#include "terminal.h"
 
 struct lock_row {
 	const struct seg_lock_snapshot *ls;
@@ -115,28 +116,47 @@ static int build_rows(struct source *s, const struct seg_snapshot *snap, struct 
 	return 0;
 }
 
-static int show_json(struct json *j, const struct seg_snapshot *snap, const struct lock_row *rows, size_t n,
-		     bool synthetic)
+static const char *null_if_empty(const char *s)
 {
-	char addr[32];
+	return s && *s ? s : NULL;
+}
 
+static int show_json(struct source *s, struct json *j, const struct seg_snapshot *snap, const struct lock_row *rows,
+		     size_t n)
+{
+	struct source_proc_info info;
+	struct proc_state ps;
+	bool have_info = source_info(s, snap->pid, &info) == 0;
+	char addr[32], user[64];
+
+	process_state(snap, &ps);
+	user_name(snap->file_uid, user, sizeof(user));
 	json_begin_object(j);
 	json_key(j, "pid");
 	json_int(j, snap->pid);
 	json_key(j, "uid");
 	json_uint(j, snap->file_uid);
+	json_key(j, "user");
+	json_string(j, user);
 	json_key(j, "exe");
-	json_string(j, snap->header.exe);
+	json_string(j, null_if_empty(snap->header.exe));
 	json_key(j, "comm");
-	json_string(j, snap->header.comm);
+	json_string(j, null_if_empty(snap->header.comm));
+	json_key(j, "unit");
+	json_string(j, have_info ? null_if_empty(info.unit) : NULL);
+	/* elided does not pass libelide's version on. */
 	json_key(j, "version");
-	json_string(j, snap->header.lib_version);
+	json_string(j, null_if_empty(snap->header.lib_version));
 	json_key(j, "elision");
 	json_string(j, snap->header.elision == ELIDE_SEG_ELISION_ON ? "on" : "off");
+	json_key(j, "state");
+	json_string(j, ps.state);
+	json_key(j, "state_reason");
+	json_string(j, null_if_empty(ps.why));
 	json_key(j, "reason");
-	json_string(j, snap->header.status_reason);
+	json_string(j, null_if_empty(snap->header.status_reason));
 	json_key(j, "mode");
-	json_string(j, seg_mode_to_string(snap->header.mode));
+	json_string(j, have_info ? info.mode : seg_mode_to_string(snap->header.mode));
 	json_key(j, "rtm_usable");
 	json_bool(j, snap->header.rtm_usable != 0);
 	json_key(j, "sample");
@@ -145,7 +165,10 @@ static int show_json(struct json *j, const struct seg_snapshot *snap, const stru
 	else
 		json_null(j);
 	json_key(j, "created_ns");
-	json_uint(j, snap->header.created_ns);
+	if (snap->header.created_ns)
+		json_uint(j, snap->header.created_ns);
+	else
+		json_null(j);
 	json_key(j, "bad_locks");
 	json_uint(j, snap->nbad_locks);
 	json_key(j, "locks");
@@ -164,7 +187,7 @@ static int show_json(struct json *j, const struct seg_snapshot *snap, const stru
 		json_string(j, rows[i].sym.symbol[0] ? rows[i].sym.symbol : NULL);
 		json_key(j, "address");
 		snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)l->addr);
-		json_string(j, overflow || synthetic ? NULL : addr);
+		json_string(j, overflow || s->synthetic ? NULL : addr);
 		json_key(j, "kind");
 		json_string(j, kind_name(l->kind));
 		json_key(j, "callsite");
@@ -192,12 +215,13 @@ static int show_json(struct json *j, const struct seg_snapshot *snap, const stru
 		json_uint(j, st[ELIDE_SEG_STAT_CYCLES_LOST]);
 		json_key(j, "state");
 		json_string(j, state_name(l->state));
+		/* The table's WHY: libelide's reason, or who decided. */
 		json_key(j, "reason");
-		json_string(j, reason_name(l->reason));
+		json_string(j, lock_why(l));
 		/* Who decided, when elided did: its configuration, an override
-		 * (elidectl set) or its long-window adaptation. */
+		 * (elidectl set) or its long-window adaptation; null otherwise. */
 		json_key(j, "decided_by");
-		json_string(j, seg_source_to_string(l->ctl_source));
+		json_string(j, decided_by_name(l));
 		json_end_object(j);
 	}
 	json_end_array(j);
@@ -205,44 +229,57 @@ static int show_json(struct json *j, const struct seg_snapshot *snap, const stru
 	return 0;
 }
 
-static void header_line(const char *key, const char *value)
+/* "       Key: value", the value ellipsised to the terminal's width. */
+static void header_line(const char *key, const char *value, bool middle)
 {
-	char clean[512];
+	char clean[512], fitted[512];
+	size_t width = terminal_width();
 
 	/* Every string here is the process's to write. */
 	sanitize_text(value, clean, sizeof(clean));
-	printf("%10s: %s\n", key, clean);
+	if (width > 12 + 8) {
+		ellipsize(clean, width - 12, middle, fitted, sizeof(fitted));
+		printf("%10s: %s\n", key, fitted);
+	} else
+		printf("%10s: %s\n", key, clean);
 }
 
-static void show_header(const struct seg_snapshot *snap, size_t total, size_t shown)
+static void show_header(struct source *s, const struct seg_snapshot *snap, size_t total, size_t shown)
 {
 	const struct elide_seg_header *h = &snap->header;
 	double age = segment_age(snap, now_realtime_ns());
+	struct source_proc_info info;
+	struct proc_state ps;
 	char buf[512];
 
 	snprintf(buf, sizeof(buf), "%d", (int)snap->pid);
-	header_line("PID", buf);
-	header_line("Executable", h->exe[0] ? h->exe : "-");
-	header_line("Command", h->comm[0] ? h->comm : "-");
+	header_line("PID", buf, false);
+	header_line("Executable", h->exe[0] ? h->exe : "-", true);
+	header_line("Command", h->comm[0] ? h->comm : "-", false);
+	if (source_info(s, snap->pid, &info) == 0 && info.unit[0])
+		header_line("Unit", info.unit, false);
 	if (h->lib_version[0])
-		header_line("libelide", h->lib_version);
+		header_line("libelide", h->lib_version, false);
 	if (h->status_reason[0])
 		snprintf(buf, sizeof(buf), "%s (%s)", h->elision == ELIDE_SEG_ELISION_ON ? "on" : "off",
 			 h->status_reason);
 	else
 		snprintf(buf, sizeof(buf), "%s", h->elision == ELIDE_SEG_ELISION_ON ? "on" : "off");
-	header_line("Elision", buf);
-	header_line("Mode", seg_mode_to_string(h->mode));
+	header_line("Elision", buf, false);
+	process_state(snap, &ps);
+	snprintf(buf, sizeof(buf), "%s%s%s%s", ps.state, ps.why[0] ? " (" : "", ps.why, ps.why[0] ? ")" : "");
+	header_line("State", buf, false);
+	header_line("Mode", seg_mode_to_string(h->mode), false);
 	if (h->sample == 0)
 		snprintf(buf, sizeof(buf), "commit counts are estimates (libelide samples them)");
 	else if (h->sample > 1)
 		snprintf(buf, sizeof(buf), "commit counts are estimates, sampled 1 in %u", h->sample);
 	else
 		snprintf(buf, sizeof(buf), "every commit counted");
-	header_line("Sampling", buf);
+	header_line("Sampling", buf, false);
 	if (h->created_ns) {
 		snprintf(buf, sizeof(buf), "%.1fs (counts since start)", age);
-		header_line("Running", buf);
+		header_line("Running", buf, false);
 	}
 	snprintf(buf, sizeof(buf), "%zu tracked", total);
 	if (shown < total)
@@ -250,48 +287,49 @@ static void show_header(const struct seg_snapshot *snap, size_t total, size_t sh
 	if (snap->nbad_locks)
 		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ", %u malformed entries skipped (first %s)",
 			 snap->nbad_locks, snap->first_bad);
-	header_line("Locks", buf);
+	header_line("Locks", buf, false);
 }
+
+static const struct table_column show_columns[] = {
+	{ "INDEX", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "LOCK", TABLE_SHRINK, 0.3 },
+	{ "KIND", 0, 0 },
+	{ "CALL-SITE", TABLE_HIDDEN | TABLE_SHRINK, 0.3 },
+	{ "ACQUIRED", TABLE_RIGHT, 0 },
+	{ "ELIDED%", TABLE_RIGHT, 0 },
+	{ "COMMIT%", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "ABORTS", TABLE_RIGHT, 0 },
+	/* One column per abort cause, in abort_cause_name() order. */
+	{ "CONFLICT", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "CAPACITY", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "BUSY", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "EXPLICIT", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "RETRY", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "DEBUG", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "NESTED", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "OTHER", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "FALLBACK", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "CONTENDED", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "CYCLES-LOST", TABLE_RIGHT, 0 },
+	/* "eliding (contended)", "off (override)": the state, and why or who. */
+	{ "STATE", TABLE_SHRINK, 0.2 },
+};
 
 static int show_table(const struct lock_row *rows, size_t n, const struct ctl_options *o)
 {
 	struct table *t = NULL;
-	char state[64];
 	int r;
 
-	r = table_new(&t);
+	r = table_new(&t, "show", show_columns, ARRAY_SIZE(show_columns), o->output);
 	if (r < 0)
 		return r;
-	if ((r = table_add_column(t, "LOCK", TABLE_LEFT)) < 0 ||
-	    (r = table_add_column(t, "KIND", TABLE_LEFT)) < 0 ||
-	    (r = table_add_column(t, "CALL-SITE", TABLE_LEFT)) < 0 ||
-	    (r = table_add_column(t, "ACQUIRED", TABLE_RIGHT)) < 0 ||
-	    (r = table_add_column(t, "ELIDED%", TABLE_RIGHT)) < 0 ||
-	    (r = table_add_column(t, "COMMIT%", TABLE_RIGHT)) < 0)
-		goto out;
-	for (unsigned c = 0; c < N_ABORT_CAUSES; c++) {
-		const char *cause = abort_cause_name(c);
-		char head[16];
-		size_t k;
-
-		for (k = 0; cause[k] && k < sizeof(head) - 1; k++)
-			head[k] = (char)toupper((unsigned char)cause[k]);
-		head[k] = '\0';
-		r = table_add_column(t, head, TABLE_RIGHT);
-		if (r < 0)
-			goto out;
-	}
-	if ((r = table_add_column(t, "FALLBACK", TABLE_RIGHT)) < 0 ||
-	    (r = table_add_column(t, "CONTENDED", TABLE_RIGHT)) < 0 ||
-	    (r = table_add_column(t, "CYCLES-LOST", TABLE_RIGHT)) < 0 ||
-	    (r = table_add_column(t, "STATE (WHY)", TABLE_LEFT)) < 0)
-		goto out;
 	for (size_t i = 0; i < n; i++) {
 		const struct elide_seg_lock *l = &rows[i].ls->lock;
 		const uint64_t *st = l->stats;
 		uint64_t acquired = st[ELIDE_SEG_STAT_ACQUIRED];
 		uint64_t attempts = st[ELIDE_SEG_STAT_ATTEMPTS];
 		uint64_t commits = st[ELIDE_SEG_STAT_COMMITS];
+		const char *state = state_name(l->state);
 
 		/* Sampled estimates can cross: keep the ratios within 100%,
 		 * as libelide's report does. */
@@ -299,24 +337,26 @@ static int show_table(const struct lock_row *rows, size_t n, const struct ctl_op
 			commits = attempts;
 		if (commits > acquired)
 			acquired = commits;
-		if ((r = table_add_cell(t, rows[i].name)) < 0 ||
+		if ((r = table_add_cellf(t, "%u", rows[i].ls->index)) < 0 ||
+		    (r = table_add_cell(t, rows[i].name)) < 0 ||
 		    (r = table_add_cell(t, l->kind == ELIDE_SEG_KIND_OVERFLOW ? "-" : kind_name(l->kind))) < 0 ||
 		    (r = table_add_cell(t, rows[i].site.text)) < 0 ||
 		    (r = table_add_number(t, acquired)) < 0 ||
 		    (r = table_add_percent(t, commits, acquired)) < 0 ||
-		    (r = table_add_percent(t, commits, attempts)) < 0)
+		    (r = table_add_percent(t, commits, attempts)) < 0 ||
+		    (r = table_add_number(t, rows[i].aborts)) < 0)
 			goto out;
 		for (unsigned c = 0; c < N_ABORT_CAUSES; c++) {
 			r = table_add_number(t, st[ELIDE_SEG_STAT_ABORT_CONFLICT + c]);
 			if (r < 0)
 				goto out;
 		}
-		snprintf(state, sizeof(state), "%s (%s)", state_name(l->state), reason_name(l->reason));
 		if ((r = table_add_number(t, st[ELIDE_SEG_STAT_FALLBACKS])) < 0 ||
 		    (r = table_add_number(t, st[ELIDE_SEG_STAT_CONTENDED])) < 0 ||
 		    (r = table_add_number(t, st[ELIDE_SEG_STAT_CYCLES_LOST])) < 0 ||
-		    (r = table_add_cell(t, state)) < 0)
+		    (r = table_add_cellf(t, "%s (%s)", state, lock_why(l))) < 0)
 			goto out;
+		table_set_color(t, state_color(state));
 	}
 	r = table_print(t, stdout, o->legend);
 out:
@@ -354,12 +394,12 @@ static int show_one(struct source *s, const struct ctl_options *o, struct json *
 	if (o->max_set && n > o->max)
 		n = o->max;
 	if (j) {
-		r = show_json(j, snap, rows, n, s->synthetic);
+		r = show_json(s, j, snap, rows, n);
 	} else {
 		if (!first)
 			putchar('\n');
 		if (o->legend) {
-			show_header(snap, total, n);
+			show_header(s, snap, total, n);
 			putchar('\n');
 		}
 		r = show_table(rows, n, o);
@@ -429,6 +469,14 @@ int verb_show(struct source *s, const struct ctl_options *o, int argc, char **ar
 	if (argc != 2) {
 		log_error("show takes exactly one PID or executable");
 		return EXIT_USAGE;
+	}
+	/* An unknown column is a usage error before anything is shown. */
+	if (o->output && !o->json) {
+		struct table *t = NULL;
+
+		if (table_new(&t, "show", show_columns, ARRAY_SIZE(show_columns), o->output) < 0)
+			return EXIT_USAGE;
+		table_free(t);
 	}
 	if (!*argv[1]) {
 		log_error("show: empty argument");

@@ -99,7 +99,8 @@ int bus_error_exit(const char *what, const sd_bus_error *e, int r)
 		    strcmp(e->name, SD_BUS_ERROR_NAME_HAS_NO_OWNER) == 0 ||
 		    strcmp(e->name, SD_BUS_ERROR_NO_REPLY) == 0 ||
 		    strcmp(e->name, SD_BUS_ERROR_DISCONNECTED) == 0) {
-			log_error("%s: elided is not running (%s)", what, clean);
+			log_error("%s: elided is not running (%s); start it with: systemctl start elided", what,
+				  clean);
 			return EXIT_NO_DAEMON;
 		}
 		if (strcmp(e->name, SD_BUS_ERROR_INVALID_ARGS) == 0) {
@@ -155,20 +156,36 @@ static uint32_t mode_of(const char *m)
 	return ELIDE_SEG_MODE_NONE;
 }
 
-/* CLOCK_REALTIME of a /proc start time (clock ticks since boot); 0 when
- * the process is on another host (its boot is not ours). */
+/* The boot time in CLOCK_REALTIME seconds (/proc/stat btime, as ps reads
+ * it): the same in every run, so list and show agree; 0 when unknown. */
+static uint64_t boot_time(void)
+{
+	static unsigned long long btime;
+	char line[256];
+	FILE *f;
+
+	if (btime)
+		return btime;
+	f = fopen("/proc/stat", "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "btime %llu", &btime) == 1)
+			break;
+	fclose(f);
+	return btime;
+}
+
+/* CLOCK_REALTIME of a /proc start time (clock ticks since boot); 0, that is
+ * unknown, when the process is on another host (its boot is not ours). */
 static uint64_t created_of(const struct bus_data *d, uint64_t start_time)
 {
-	struct timespec boot;
 	long hz = sysconf(_SC_CLK_TCK);
-	uint64_t now = now_realtime_ns(), since_boot;
+	uint64_t btime;
 
-	if (d->remote || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &boot) < 0)
+	if (d->remote || hz <= 0 || !(btime = boot_time()))
 		return 0;
-	since_boot = (uint64_t)boot.tv_sec * 1000000000u + (uint64_t)boot.tv_nsec;
-	if (since_boot > now)
-		return 0;
-	return now - since_boot + start_time * (1000000000u / (uint64_t)hz);
+	return btime * 1000000000u + start_time * (1000000000u / (uint64_t)hz);
 }
 
 static int rtm_usable(struct bus_data *d)
@@ -518,8 +535,10 @@ int source_bus_new(const char *host, struct source **ret, char *why, size_t whyl
 		return r;
 	}
 	if (!has) {
-		snprintf(why, whylen, "elided is not running (%s has no owner%s%s)", ELIDED_BUS_NAME,
-			 host ? " on " : "", host ? host : "");
+		/* What to do about it, where it has to be done. */
+		snprintf(why, whylen, "elided is not running (%s has no owner on the system bus%s%s); start it "
+			 "with: %s%s%ssystemctl start elided", ELIDED_BUS_NAME, host ? " of " : "", host ? host : "",
+			 host ? "ssh " : "", host ? host : "", host ? " " : "");
 		return -ENXIO;
 	}
 

@@ -139,9 +139,9 @@ static void status_json(const struct daemon_status *d, bool daemon, const struct
 			json_string(&j, *f);
 		json_end_array(&j);
 		json_key(&j, "last_reload");
-		json_string(&j, d->last_reload);
+		json_last_reload(&j, d->last_reload);
 		json_key(&j, "discovery");
-		json_string(&j, d->discovery);
+		json_discovery(&j, d->discovery);
 		json_key(&j, "runtime_directory");
 		json_string(&j, d->runtime_dir);
 		json_key(&j, "interval");
@@ -316,7 +316,7 @@ int verb_status(struct source *s, const struct ctl_options *o, int argc, char **
 	}
 	if (n > 0) {
 		printf("\nBusiest processes:\n");
-		r = print_rates(s, procs, n, SORT_COMMITS, BUSIEST, true);
+		r = print_rates(s, procs, n, SORT_COMMITS, BUSIEST, true, o->output);
 		if (r < 0)
 			ret = EXIT_FAIL;
 	}

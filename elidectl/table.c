@@ -1,53 +1,33 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <ctype.h>
 #include <errno.h>
+#include <libsmartcols.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <wchar.h>
+#include <wctype.h>
 
+#include "log.h"
 #include "table.h"
+#include "terminal.h"
 
-#define TABLE_MAX_COLUMNS 32
+#define TABLE_MAX_COLUMNS 48
 #define TABLE_CELL_MAX 512
 
-struct table_column {
-	char *header;
-	enum table_align align;
-	size_t width;
-};
-
-struct table_cell {
-	char *text;
-	size_t width;   /* display width in code points */
-};
-
 struct table {
-	struct table_column columns[TABLE_MAX_COLUMNS];
-	size_t ncolumns;
-	struct table_cell *cells;
-	size_t ncells, allocated;
+	struct libscols_table *tb;
+	const struct table_column *defs;
+	size_t ndefs;
+	/* The scols column of each definition, NULL when not shown. */
+	struct libscols_column *shown[TABLE_MAX_COLUMNS];
+	size_t nshown;
+	struct libscols_line *line;   /* the row being filled */
+	size_t next;                  /* its next definition */
+	struct libscols_cell *last;   /* the last cell added, NULL when dropped */
+	size_t rows;
 };
-
-int table_new(struct table **ret)
-{
-	struct table *t = calloc(1, sizeof(*t));
-
-	if (!t)
-		return -ENOMEM;
-	*ret = t;
-	return 0;
-}
-
-void table_free(struct table *t)
-{
-	if (!t)
-		return;
-	for (size_t i = 0; i < t->ncolumns; i++)
-		free(t->columns[i].header);
-	for (size_t i = 0; i < t->ncells; i++)
-		free(t->cells[i].text);
-	free(t->cells);
-	free(t);
-}
 
 /* Length of the valid UTF-8 sequence at s (1..4), 0 if invalid or a C1 control. */
 static size_t utf8_sequence(const unsigned char *s)
@@ -78,13 +58,17 @@ static size_t utf8_sequence(const unsigned char *s)
 	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
 	    (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0x9f))
 		return 0;
+	/* What the terminal cannot print (a UTF-8 locale reads it as one wide
+	 * character; elsewhere non-ASCII is not shown as such). */
+	if (!terminal_utf8() || !iswprint((wint_t)cp))
+		return 0;
 	return len;
 }
 
 size_t sanitize_text(const char *src, char *dst, size_t size)
 {
 	const unsigned char *s = (const unsigned char *)src;
-	size_t out = 0, width = 0;
+	size_t out = 0, chars = 0;
 
 	if (size == 0)
 		return 0;
@@ -97,7 +81,10 @@ size_t sanitize_text(const char *src, char *dst, size_t size)
 			if (out + 1 >= size)
 				break;
 			dst[out++] = '?';
+			/* Skip the rest of a sequence too: one '?' per character. */
 			s++;
+			while ((*s & 0xc0) == 0x80)
+				s++;
 		} else {
 			if (out + len >= size)
 				break;
@@ -105,10 +92,10 @@ size_t sanitize_text(const char *src, char *dst, size_t size)
 			out += len;
 			s += len;
 		}
-		width++;
+		chars++;
 	}
 	dst[out] = '\0';
-	return width;
+	return chars;
 }
 
 char *humanize_number(uint64_t v, char *buf, size_t size)
@@ -135,50 +122,129 @@ char *humanize_number(uint64_t v, char *buf, size_t size)
 	return buf; /* not reached: 2^64 < 1000^7 */
 }
 
-int table_add_column(struct table *t, const char *header, enum table_align align)
+static const struct table_column *find_column(const struct table_column *defs, size_t n, const char *name,
+					      size_t len, size_t *index)
 {
-	struct table_column *c;
+	for (size_t i = 0; i < n; i++)
+		if (strlen(defs[i].name) == len && strncasecmp(defs[i].name, name, len) == 0) {
+			*index = i;
+			return &defs[i];
+		}
+	return NULL;
+}
 
-	if (t->ncells > 0 || t->ncolumns >= TABLE_MAX_COLUMNS)
-		return -EINVAL;
-	c = &t->columns[t->ncolumns];
-	c->header = strdup(header);
-	if (!c->header)
+static void unknown_column(const char *verb, const struct table_column *defs, size_t n, const char *name,
+			   size_t len)
+{
+	char names[1024] = "";
+
+	for (size_t i = 0; i < n; i++)
+		snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "", defs[i].name);
+	if (len == 0)
+		log_error("--output: empty column name; %s has %s", verb, names);
+	else
+		log_error("--output: %s has no column '%.*s'; its columns: %s", verb, (int)len, name, names);
+}
+
+static int show_column(struct table *t, size_t index)
+{
+	const struct table_column *c = &t->defs[index];
+	int flags = 0;
+
+	if (t->shown[index])
+		return 0; /* named twice: shown once */
+	if (c->flags & TABLE_RIGHT)
+		flags |= SCOLS_FL_RIGHT;
+	if (c->flags & (TABLE_SHRINK | TABLE_SHRINK_MIDDLE))
+		flags |= SCOLS_FL_TRUNC;
+	/* A share only matters to shrinkable columns: others never shrink. */
+	t->shown[index] = scols_table_new_column(t->tb, c->name,
+						 flags & SCOLS_FL_TRUNC && c->share > 0 && c->share < 1 ? c->share : 0,
+						 flags);
+	if (!t->shown[index])
 		return -ENOMEM;
-	c->align = align;
-	c->width = strlen(header);
-	t->ncolumns++;
+	t->nshown++;
 	return 0;
+}
+
+int table_new(struct table **ret, const char *verb, const struct table_column *columns, size_t ncolumns,
+	      const char *output)
+{
+	struct table *t;
+	const char *p;
+	int r = 0;
+
+	if (ncolumns == 0 || ncolumns > TABLE_MAX_COLUMNS)
+		return -EINVAL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->defs = columns;
+	t->ndefs = ncolumns;
+	t->tb = scols_new_table();
+	if (!t->tb) {
+		free(t);
+		return -ENOMEM;
+	}
+	/* Our cells are sanitised already (sanitize_text). */
+	scols_table_enable_noencoding(t->tb, 1);
+
+	p = output;
+	if (!p || *p == '+') {
+		for (size_t i = 0; i < ncolumns && r >= 0; i++)
+			if (!(columns[i].flags & TABLE_HIDDEN))
+				r = show_column(t, i);
+		if (p)
+			p++;
+	}
+	while (p && r >= 0) {
+		size_t len = strcspn(p, ","), i;
+
+		if (!find_column(columns, ncolumns, p, len, &i)) {
+			unknown_column(verb, columns, ncolumns, p, len);
+			r = -EINVAL;
+			break;
+		}
+		r = show_column(t, i);
+		p = p[len] ? p + len + 1 : NULL;
+	}
+	if (r < 0) {
+		table_free(t);
+		return r;
+	}
+	*ret = t;
+	return 0;
+}
+
+void table_free(struct table *t)
+{
+	if (!t)
+		return;
+	scols_unref_table(t->tb);
+	free(t);
 }
 
 int table_add_cell(struct table *t, const char *text)
 {
 	char buf[TABLE_CELL_MAX];
-	struct table_column *c;
-	struct table_cell *cell;
-	size_t width;
+	struct libscols_column *c;
 
-	if (t->ncolumns == 0)
-		return -EINVAL;
-	if (t->ncells == t->allocated) {
-		size_t n = t->allocated ? t->allocated * 2 : 64;
-		struct table_cell *p = reallocarray(t->cells, n, sizeof(*p));
-
-		if (!p)
+	if (t->next == 0 || !t->line) {
+		t->line = scols_table_new_line(t->tb, NULL);
+		if (!t->line)
 			return -ENOMEM;
-		t->cells = p;
-		t->allocated = n;
+		t->next = 0;
+		t->rows++;
 	}
-	width = sanitize_text(text ? text : "", buf, sizeof(buf));
-	cell = &t->cells[t->ncells];
-	cell->text = strdup(buf);
-	if (!cell->text)
-		return -ENOMEM;
-	cell->width = width;
-	c = &t->columns[t->ncells % t->ncolumns];
-	if (width > c->width)
-		c->width = width;
-	t->ncells++;
+	c = t->shown[t->next];
+	t->last = NULL;
+	if (c) {
+		sanitize_text(text ? text : "", buf, sizeof(buf));
+		if (scols_line_set_column_data(t->line, c, buf) < 0)
+			return -ENOMEM;
+		t->last = scols_line_get_column_cell(t->line, c);
+	}
+	t->next = (t->next + 1) % t->ndefs;
 	return 0;
 }
 
@@ -209,35 +275,112 @@ int table_add_percent(struct table *t, uint64_t part, uint64_t whole)
 	return table_add_cellf(t, "%.1f%%", 100.0 * (double)part / (double)whole);
 }
 
+int table_add_rate(struct table *t, double v)
+{
+	if (!(v >= 0))
+		return table_add_cell(t, "-");
+	if (v < 10)
+		return table_add_cellf(t, "%.1f", v);
+	return table_add_number(t, v >= 1.8e19 ? UINT64_MAX : (uint64_t)(v + 0.5));
+}
+
+int table_add_ratio(struct table *t, double ratio)
+{
+	if (!(ratio >= 0))
+		return table_add_cell(t, "-");
+	return table_add_cellf(t, "%.1f%%", (ratio > 1 ? 1 : ratio) * 100);
+}
+
+void table_set_color(struct table *t, enum table_color color)
+{
+	static const char *const names[] = {
+		[TABLE_COLOR_GOOD] = "green",
+		[TABLE_COLOR_WARN] = "yellow",
+		[TABLE_COLOR_BAD] = "red",
+	};
+
+	if (!t->last || color == TABLE_COLOR_NONE || !terminal_colors())
+		return;
+	scols_cell_set_color(t->last, names[color]);
+}
+
 size_t table_rows(const struct table *t)
 {
-	return t->ncolumns ? (t->ncells + t->ncolumns - 1) / t->ncolumns : 0;
+	return t->rows;
 }
 
-static void print_cell(FILE *f, const struct table_column *c, const char *text, size_t width, bool last)
+/*
+ * libsmartcols cuts what does not fit without a mark: let it size the
+ * columns once (printing to a string), then ellipsise every cell that is
+ * wider than its column, so the real print cuts nothing.
+ */
+static int ellipsize_cells(struct table *t)
 {
-	size_t pad = c->width > width ? c->width - width : 0;
+	char *dry = NULL, buf[TABLE_CELL_MAX];
+	int r;
 
-	if (c->align == TABLE_RIGHT)
-		fprintf(f, "%*s%s", (int)pad, "", text);
-	else if (last)
-		fputs(text, f); /* no trailing blanks */
-	else
-		fprintf(f, "%s%*s", text, (int)pad, "");
-	fputs(last ? "\n" : " ", f);
-}
+	r = scols_print_table_to_string(t->tb, &dry);
+	free(dry);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < t->ndefs; i++) {
+		struct libscols_column *c = t->shown[i];
+		size_t width;
 
-int table_print(const struct table *t, FILE *f, bool legend)
-{
-	if (legend && t->ncolumns > 0)
-		for (size_t i = 0; i < t->ncolumns; i++)
-			print_cell(f, &t->columns[i], t->columns[i].header, strlen(t->columns[i].header),
-				   i + 1 == t->ncolumns);
-	for (size_t i = 0; i < t->ncells; i++) {
-		size_t col = i % t->ncolumns;
-		bool last = col + 1 == t->ncolumns || i + 1 == t->ncells;
+		if (!c || !(t->defs[i].flags & (TABLE_SHRINK | TABLE_SHRINK_MIDDLE)))
+			continue;
+		width = scols_column_get_width(c);
+		for (size_t row = 0; row < t->rows; row++) {
+			struct libscols_line *ln = scols_table_get_line(t->tb, row);
+			struct libscols_cell *cell = ln ? scols_line_get_column_cell(ln, c) : NULL;
+			const char *data = cell ? scols_cell_get_data(cell) : NULL;
 
-		print_cell(f, &t->columns[col], t->cells[i].text, t->cells[i].width, last);
+			if (!data || text_width(data) <= width)
+				continue;
+			ellipsize(data, width, t->defs[i].flags & TABLE_SHRINK_MIDDLE, buf, sizeof(buf));
+			if (scols_line_set_column_data(ln, c, buf) < 0)
+				return -ENOMEM;
+		}
 	}
+	return 0;
+}
+
+int table_print(struct table *t, FILE *f, bool legend)
+{
+	size_t width = terminal_width();
+	int r;
+
+	/* A row left half-filled gets empty cells. */
+	while (t->line && t->next != 0)
+		if ((r = table_add_cell(t, "")) < 0)
+			return r;
+	scols_table_enable_noheadings(t->tb, !legend);
+	scols_table_enable_colors(t->tb, terminal_colors());
+	if (width > 0) {
+		scols_table_set_termforce(t->tb, SCOLS_TERMFORCE_ALWAYS);
+		scols_table_set_termwidth(t->tb, width);
+	} else
+		scols_table_set_termforce(t->tb, SCOLS_TERMFORCE_NEVER);
+	if (width > 0 && t->rows > 0) {
+		r = ellipsize_cells(t);
+		if (r < 0)
+			return r;
+	}
+	if (t->rows == 0) {
+		/* libsmartcols prints nothing for an empty table; the header
+		 * still says what would be there. */
+		for (size_t i = 0; legend && i < scols_table_get_ncols(t->tb); i++) {
+			struct libscols_column *c = scols_table_get_column(t->tb, i);
+
+			fprintf(f, "%s%s", i ? " " : "", scols_cell_get_data(scols_column_get_header(c)));
+		}
+		if (legend)
+			fputc('\n', f);
+		return ferror(f) ? -EIO : 0;
+	}
+	scols_table_set_stream(t->tb, f);
+	r = scols_print_table(t->tb);
+	if (r < 0)
+		return r;
 	return ferror(f) ? -EIO : 0;
 }

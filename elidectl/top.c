@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * elidectl top: the processes by current rates, redrawn every interval on
- * a terminal (ANSI clear and redraw, no curses); keys a, c, x, l sort, q
- * quits.  Not on a terminal: the table once.
+ * a terminal (ANSI clear and redraw, no curses) and at once when the
+ * terminal is resized (SIGWINCH); every frame fits the terminal, title and
+ * keys included (rows beyond its height are counted on a last line).  Keys
+ * a, c, x, l sort, q quits.  Not on a terminal: the table once.
  */
 #include <errno.h>
 #include <poll.h>
@@ -18,6 +20,7 @@
 #include "elidectl.h"
 #include "log.h"
 #include "table.h"
+#include "terminal.h"
 
 struct rate_row {
 	const struct seg_snapshot *snap;
@@ -52,17 +55,32 @@ static int cmp_rate(const void *a, const void *b)
 	return (x->snap->pid > y->snap->pid) - (x->snap->pid < y->snap->pid);
 }
 
-static int add_rate(struct table *t, double v)
+static const struct table_column rate_columns[] = {
+	{ "PID", TABLE_RIGHT, 0 },
+	{ "USER", TABLE_SHRINK, 0.1 },
+	{ "UID", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "EXE/UNIT", TABLE_SHRINK_MIDDLE, 0.3 },
+	{ "COMM", TABLE_HIDDEN | TABLE_SHRINK, 0 },
+	{ "MODE", 0, 0 },
+	{ "STATE", TABLE_HIDDEN | TABLE_SHRINK, 0.2 },
+	{ "LOCKS", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "ACQUIRED/s", TABLE_RIGHT, 0 },
+	{ "COMMITS/s", TABLE_RIGHT, 0 },
+	{ "ABORT%", TABLE_RIGHT, 0 },
+	{ "CYCLES-LOST/s", TABLE_RIGHT, 0 },
+};
+
+int rates_check_output(const char *output)
 {
-	if (v < 0)
-		return table_add_cell(t, "-");
-	if (v < 10)
-		return table_add_cellf(t, "%.1f", v);
-	return table_add_number(t, (uint64_t)(v + 0.5));
+	struct table *t = NULL;
+	int r = table_new(&t, "top", rate_columns, ARRAY_SIZE(rate_columns), output);
+
+	table_free(t);
+	return r;
 }
 
-int print_rates(struct source *s, struct seg_snapshot **procs, size_t n, enum sort_key key, size_t max,
-		bool legend)
+static int print_rates_to(FILE *f, struct source *s, struct seg_snapshot **procs, size_t n, enum sort_key key,
+			  size_t max, bool legend, const char *output)
 {
 	struct rate_row *rows;
 	struct table *t = NULL;
@@ -81,50 +99,53 @@ int print_rates(struct source *s, struct seg_snapshot **procs, size_t n, enum so
 	qsort(rows, n, sizeof(*rows), cmp_rate);
 	if (max && n > max)
 		n = max;
-	r = table_new(&t);
+	r = table_new(&t, "top", rate_columns, ARRAY_SIZE(rate_columns), output);
 	if (r < 0)
-		goto out;
-	if ((r = table_add_column(t, "PID", TABLE_RIGHT)) < 0 ||
-	    (r = table_add_column(t, "USER", TABLE_LEFT)) < 0 ||
-	    (r = table_add_column(t, "EXE/UNIT", TABLE_LEFT)) < 0 ||
-	    (r = table_add_column(t, "MODE", TABLE_LEFT)) < 0 ||
-	    (r = table_add_column(t, "ACQUIRED/s", TABLE_RIGHT)) < 0 ||
-	    (r = table_add_column(t, "COMMITS/s", TABLE_RIGHT)) < 0 ||
-	    (r = table_add_column(t, "ABORT%", TABLE_RIGHT)) < 0 ||
-	    (r = table_add_column(t, "CYCLES-LOST/s", TABLE_RIGHT)) < 0)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		const struct seg_snapshot *p = rows[i].snap;
 		const char *who = p->header.exe[0] ? p->header.exe : p->header.comm;
+		struct proc_state ps;
 		char user[64];
 
 		if (rows[i].have_info && rows[i].info.unit[0])
 			who = rows[i].info.unit;
 		user_name(p->file_uid, user, sizeof(user));
+		process_state(p, &ps);
 		if ((r = table_add_cellf(t, "%d", (int)p->pid)) < 0 ||
 		    (r = table_add_cell(t, user)) < 0 ||
+		    (r = table_add_cellf(t, "%u", (unsigned)p->file_uid)) < 0 ||
 		    (r = table_add_cell(t, who)) < 0 ||
+		    (r = table_add_cell(t, p->header.comm[0] ? p->header.comm : "-")) < 0 ||
 		    (r = table_add_cell(t, rows[i].have_info ? rows[i].info.mode :
 					seg_mode_to_string(p->header.mode))) < 0 ||
-		    (r = add_rate(t, rows[i].t.acquired_per_sec)) < 0 ||
-		    (r = add_rate(t, rows[i].t.commits_per_sec)) < 0)
+		    (r = table_add_cellf(t, "%s%s%s%s", ps.state, ps.why[0] ? " (" : "", ps.why,
+					 ps.why[0] ? ")" : "")) < 0)
 			goto out;
-		if (rows[i].t.abort_ratio < 0)
-			r = table_add_cell(t, "-");
-		else
-			r = table_add_cellf(t, "%.1f%%", rows[i].t.abort_ratio * 100);
-		if (r < 0 || (r = add_rate(t, rows[i].t.cycles_lost_per_sec)) < 0)
+		table_set_color(t, state_color(ps.state));
+		if ((r = table_add_cellf(t, "%u", rows[i].t.locks)) < 0 ||
+		    (r = table_add_rate(t, rows[i].t.acquired_per_sec)) < 0 ||
+		    (r = table_add_rate(t, rows[i].t.commits_per_sec)) < 0 ||
+		    (r = table_add_ratio(t, rows[i].t.abort_ratio)) < 0 ||
+		    (r = table_add_rate(t, rows[i].t.cycles_lost_per_sec)) < 0)
 			goto out;
 	}
-	r = table_print(t, stdout, legend);
+	r = table_print(t, f, legend);
 out:
 	table_free(t);
 	free(rows);
 	return r;
 }
 
+int print_rates(struct source *s, struct seg_snapshot **procs, size_t n, enum sort_key key, size_t max,
+		bool legend, const char *output)
+{
+	return print_rates_to(stdout, s, procs, n, key, max, legend, output);
+}
+
 static struct termios saved_tty;
 static bool tty_raw;
+static volatile sig_atomic_t resized;
 
 static void tty_restore(void)
 {
@@ -137,10 +158,19 @@ static void tty_restore(void)
 
 static void on_signal(int sig)
 {
+	static const char show_cursor[] = "\033[?25h";
+
 	(void)sig;
 	if (tty_raw)
 		tcsetattr(STDIN_FILENO, TCSANOW, &saved_tty);
+	(void)!write(STDOUT_FILENO, show_cursor, sizeof(show_cursor) - 1);
 	_exit(EXIT_OK);
+}
+
+static void on_winch(int sig)
+{
+	(void)sig;
+	resized = 1;
 }
 
 static const char *key_name(enum sort_key k)
@@ -168,10 +198,27 @@ static double interval_of(struct source *s)
 	return 1.0;
 }
 
-static int one_frame(struct source *s, enum sort_key key, bool legend)
+/* One line of the frame, ellipsised to the terminal's width. */
+static void frame_line(FILE *f, const char *text)
+{
+	char buf[512];
+
+	if (terminal_width() > 0) {
+		ellipsize(text, terminal_width(), false, buf, sizeof(buf));
+		text = buf;
+	}
+	fprintf(f, "%s\n", text);
+}
+
+/*
+ * The table, at most `rows` processes of it (0: all).  When some are left
+ * out, the last line says how many.
+ */
+static int one_frame(FILE *f, struct source *s, const struct ctl_options *o, enum sort_key key, bool legend,
+		     size_t rows)
 {
 	struct seg_snapshot **procs = NULL;
-	size_t n = 0;
+	size_t n = 0, max = 0;
 	int r;
 
 	r = source_list(s, &procs, &n);
@@ -179,14 +226,74 @@ static int one_frame(struct source *s, enum sort_key key, bool legend)
 		log_error("cannot list the processes: %s", s->error[0] ? s->error : strerror(-r));
 		return s->error_exit ? s->error_exit : EXIT_FAIL;
 	}
-	r = print_rates(s, procs, n, key, 0, legend);
+	if (rows > 0 && n > rows)
+		max = rows - 1; /* and a line that says so */
+	r = print_rates_to(f, s, procs, n, key, max, legend, o->output);
+	if (r >= 0 && max) {
+		char more[128];
+
+		snprintf(more, sizeof(more), "... and %zu more (elidectl list shows every process)", n - max);
+		frame_line(f, more);
+	}
 	source_list_free(procs, n);
+	if (r == -EINVAL)
+		return EXIT_USAGE; /* an unknown column, said */
 	return r < 0 ? EXIT_FAIL : EXIT_OK;
+}
+
+/*
+ * One frame, drawn in one write: home, each line cut at the terminal's
+ * width (a table that cannot shrink enough must not wrap and scroll the
+ * title away) and the rest of its row erased, then the rest of the screen.
+ */
+static void draw(struct source *s, const struct ctl_options *o, enum sort_key key, double interval, int *ret)
+{
+	size_t height = terminal_height(), width = terminal_width(), rows = 0, len = 0;
+	char title[256], *frame = NULL;
+	FILE *f = open_memstream(&frame, &len);
+
+	if (!f) {
+		log_oom();
+		*ret = EXIT_FAIL;
+		return;
+	}
+	snprintf(title, sizeof(title), "elidectl top: %s, every %.1fs, sorted by %s",
+		 o->daemon ? "elided" : "segments (averages since start)", interval, key_name(key));
+	frame_line(f, title);
+	frame_line(f, "keys: a acquired/s, c commits/s, x abort%, l cycles lost/s, q quit");
+	/* Two lines above, the header, and the cursor's line below: a last
+	 * newline on the bottom row would scroll the title away. */
+	if (height >= 6)
+		rows = height - 4;
+	else if (height > 0)
+		rows = 1;
+	*ret = one_frame(f, s, o, key, true, rows);
+	if (fclose(f) != 0 || !frame) {
+		free(frame);
+		*ret = EXIT_FAIL;
+		return;
+	}
+	fputs("\033[H", stdout);
+	for (char *line = frame; *line;) {
+		char *nl = strchr(line, '\n');
+
+		if (nl)
+			*nl = '\0';
+		print_clipped(stdout, line, width);
+		fputs("\033[K\n", stdout);
+		if (!nl)
+			break;
+		line = nl + 1;
+	}
+	fputs("\033[J", stdout);
+	fflush(stdout);
+	free(frame);
 }
 
 int verb_top(struct source *s, const struct ctl_options *o, int argc, char **argv)
 {
 	enum sort_key key = SORT_ACQUIRED;
+	struct sigaction sa = {};
 	struct termios raw;
 	double interval;
 	int r;
@@ -203,9 +310,10 @@ int verb_top(struct source *s, const struct ctl_options *o, int argc, char **arg
 	if (o->sort_set)
 		key = o->sort == SORT_COMMITS || o->sort == SORT_ABORTS || o->sort == SORT_CYCLES ? o->sort : SORT_ACQUIRED;
 	if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO))
-		return one_frame(s, key, o->legend);
+		return one_frame(stdout, s, o, key, o->legend, 0);
 
 	interval = interval_of(s);
+	terminal_set_margin(1);
 	if (tcgetattr(STDIN_FILENO, &saved_tty) == 0) {
 		raw = saved_tty;
 		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
@@ -217,24 +325,31 @@ int verb_top(struct source *s, const struct ctl_options *o, int argc, char **arg
 	atexit(tty_restore);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	fputs("\033[?25l", stdout);
+	/* No SA_RESTART: a resize interrupts the wait and redraws at once. */
+	sa.sa_handler = on_winch;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGWINCH, &sa, NULL);
+	/* Hide the cursor, clear once; frames then overwrite in place. */
+	fputs("\033[?25l\033[H\033[2J", stdout);
 	for (;;) {
 		struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
 		struct timespec start, now;
 		char c;
 
-		/* Home, clear: one redraw, no scrolling. */
-		fputs("\033[H\033[2J", stdout);
-		printf("elidectl top (%s, every %.1fs, sorted by %s) - a c x l: sort, q: quit\n\n",
-		       o->daemon ? "elided" : "segments, averages since start", interval, key_name(key));
-		r = one_frame(s, key, true);
-		fflush(stdout);
+		resized = 0;
+		draw(s, o, key, interval, &r);
 		if (r != EXIT_OK)
 			return r;
 		clock_gettime(CLOCK_MONOTONIC, &start);
 		for (;;) {
 			double left;
 
+			if (resized) {
+				/* Terminals reflow the old frame: start afresh. */
+				terminal_update_size();
+				fputs("\033[H\033[2J", stdout);
+				break;
+			}
 			clock_gettime(CLOCK_MONOTONIC, &now);
 			left = interval - (double)(now.tv_sec - start.tv_sec) - (double)(now.tv_nsec - start.tv_nsec) / 1e9;
 			if (left <= 0)

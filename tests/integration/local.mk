@@ -108,16 +108,17 @@ tests_integration_notify_listen_SOURCES = tests/integration/notify-listen.c
 TESTS += tests/integration/test-elided-service.sh
 EXTRA_DIST += tests/integration/test-elided-service.sh
 
-# elidectl against a real elided; golden files from a synthetic segment; completion.
+# elidectl against a real elided; golden files from a synthetic segment;
+# completion (bash, zsh, fish); the terminal (top at 80x24, pager, colours).
 check_PROGRAMS += tests/integration/make-segment
 tests_integration_make_segment_SOURCES = tests/integration/make-segment.c
 tests_integration_make_segment_LDADD = common/libelide-tools.la
 TESTS += tests/integration/test-elidectl.sh tests/integration/test-elidectl-golden.sh \
-	tests/integration/test-elidectl-completion.sh
+	tests/integration/test-elidectl-completion.sh tests/integration/test-elidectl-terminal.sh
+# golden/: the directory, every file in it.
 EXTRA_DIST += tests/integration/test-elidectl.sh tests/integration/test-elidectl-golden.sh \
-	tests/integration/test-elidectl-completion.sh tests/integration/golden/list.txt \
-	tests/integration/golden/list.json tests/integration/golden/show.txt \
-	tests/integration/golden/show.json tests/integration/golden/show-sorted.txt
+	tests/integration/test-elidectl-completion.sh tests/integration/test-elidectl-terminal.sh \
+	tests/integration/golden
 
 # Hostile segments thrown at the daemon (seg-forge writes them).
 check_PROGRAMS += tests/integration/seg-forge

@@ -184,12 +184,21 @@ PYEOF
 
 "$elidectl" show "$pid" >"$work/show.txt" 2>&1
 rc=$?
-if [ $rc -eq 0 ] && grep -q '^LOCK  *KIND  *CALL-SITE  *ACQUIRED  *ELIDED%  *COMMIT%  *CONFLICT ' "$work/show.txt" \
-   && grep -q '^cache_lock  *mutex  *worker_loop+0x' "$work/show.txt" \
+if [ $rc -eq 0 ] && grep -q '^LOCK  *KIND  *ACQUIRED  *ELIDED%  *ABORTS  *CYCLES-LOST  *STATE$' "$work/show.txt" \
+   && grep -q '^cache_lock  *mutex  ' "$work/show.txt" \
    && grep -q 'sampled 1 in [0-9]' "$work/show.txt"; then
 	ok "show table"
 else
 	fail "show table (exit $rc):"; cat "$work/show.txt" >&2
+fi
+# The call site and the abort causes are columns -o adds.
+"$elidectl" show "$pid" -o LOCK,KIND,CALL-SITE,ACQUIRED,ELIDED%,COMMIT%,CONFLICT >"$work/show-o.txt" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q '^LOCK  *KIND  *CALL-SITE  *ACQUIRED  *ELIDED%  *COMMIT%  *CONFLICT$' "$work/show-o.txt" \
+   && grep -q '^cache_lock  *mutex  *worker_loop+0x' "$work/show-o.txt"; then
+	ok "show -o with the call site"
+else
+	fail "show -o (exit $rc):"; cat "$work/show-o.txt" >&2
 fi
 
 # A segment with garbage entries: shown, the garbage counted and the first

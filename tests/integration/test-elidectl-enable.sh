@@ -9,7 +9,12 @@
 # LD_PRELOAD=ROOT/path (the root has no /bin/true, so no chroot).
 #
 # Checks: the drop-in's content, mode and removal (with its directory);
-# invalid unit names refused with status 2; ld.so.preload gains exactly
+# invalid unit names refused with status 2; a unit the root does not have
+# refused with status 3 and a message that names it (--force writes the
+# drop-in anyway); with --now, a failing systemctl daemon-reload says the
+# drop-in stays and what to run (in a private mount namespace, root only);
+# enable --system on a machine that cannot elide refuses without --force
+# (ELIDE_FAKE_NO_RTM, same namespace); ld.so.preload gains exactly
 # our line, keeps every other byte, is idempotent, and disable removes
 # only our line (and the file once empty); broken libraries (a copy of
 # /bin/true, a text file, ELF32, another machine, world-writable, missing)
@@ -42,7 +47,10 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/test-elidectl-enable.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
 root=$work/root
-mkdir -p "$root/etc/systemd/system" "$root/usr/lib/elide" "$root/usr/lib/bad"
+mkdir -p "$root/etc/systemd/system" "$root/usr/lib/elide" "$root/usr/lib/bad" "$root/usr/lib/systemd/system"
+# The units the root has: foo and the template bar@.
+printf '[Service]\nExecStart=/bin/true\n' >"$root/usr/lib/systemd/system/foo.service"
+cp "$root/usr/lib/systemd/system/foo.service" "$root/usr/lib/systemd/system/bar@.service"
 out=$work/out
 failures=0
 
@@ -115,6 +123,20 @@ expect 0 "disable --unit bar@" "$root" disable --unit bar@
 [ ! -e "$root/etc/systemd/system/bar@.service.d/50-elide.conf" ] &&
 	[ -f "$root/etc/systemd/system/bar@.service.d/10-other.conf" ] &&
 	ok "other drop-in kept" || fail "other drop-in not kept"
+
+# A unit the root does not have: refused, nothing written; --force writes it.
+expect 3 "enable --unit of a unit not installed" "$root" enable --unit memcached
+contains "not installed: names it" "no unit memcached.service is installed under $root"
+contains "not installed: says where it looked" "/usr/lib/systemd/system"
+contains "not installed: says what to do" "--force"
+[ ! -e "$root/etc/systemd/system/memcached.service.d" ] && ok "no drop-in for a missing unit" ||
+	fail "drop-in written for a missing unit"
+expect 0 "enable --unit NAME --force of a unit not installed" "$root" enable --unit memcached --force
+contains "--force: warned" "takes effect once it is installed"
+expect 0 "disable --unit memcached" "$root" disable --unit memcached
+expect 0 "enable --unit of a template's instance" "$root" enable --unit bar@x
+expect 0 "disable --unit of a template's instance" "$root" disable --unit bar@x
+expect 2 "--force with disable" "$root" disable --unit foo --force
 
 for name in ../x a/b "" .. foo.socket 'x y' "$(printf '%0256d' 0)"; do
 	expect 2 "invalid unit name '$(printf %.20s "$name")'" "$root" enable --unit "$name"
@@ -203,6 +225,42 @@ cp "$buildlib" "$root2/usr/lib/libelide.so" && chmod 0644 "$root2/usr/lib/libeli
 ln -s real-etc "$root2/etc"
 expect 1 "symlinked etc refused" "$root2" enable --system --library /usr/lib/libelide.so
 [ -z "$(ls -A "$root2/real-etc")" ] && ok "nothing written through the symlink" || fail "written through the symlink"
+
+# --- the live root, in a private mount namespace ------------------------------
+# --now needs --root /: /etc/systemd/system and /etc are tmpfs here, so
+# nothing reaches the host's, and systemctl is a stand-in that fails.
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && unshare -m --propagation private true 2>/dev/null; then
+	mkdir -p "$work/bin"
+	printf '#!/bin/sh\necho "Failed to connect to bus: No such file or directory" >&2\nexit 1\n' >"$work/bin/systemctl"
+	chmod +x "$work/bin/systemctl"
+	unshare -m --propagation private sh -c '
+		mount -t tmpfs tmpfs /etc/systemd/system || exit 99
+		PATH="$1:$PATH" "$2" enable --unit elide-test-none --force --now --library "$3"' _ \
+		"$work/bin" "$elidectl" "$buildlib" >"$out" 2>&1
+	st=$?
+	[ $st -eq 1 ] && ok "enable --now, daemon-reload failing: exit 1" || fail "enable --now: exit $st: $(cat "$out")"
+	contains "daemon-reload failure: the drop-in stays" "/etc/systemd/system/elide-test-none.service.d/50-elide.conf stays in place"
+	contains "daemon-reload failure: what to run" "run: systemctl daemon-reload && systemctl restart elide-test-none.service"
+	contains "daemon-reload failure: how to undo" "elidectl disable --unit elide-test-none.service"
+
+	ELIDE_FAKE_NO_RTM=1 unshare -m --propagation private sh -c '
+		mount -t tmpfs tmpfs /etc || exit 99
+		"$1" enable --system --library "$2" || exit $?
+		test ! -e /etc/ld.so.preload' _ "$elidectl" "$buildlib" >"$out" 2>&1
+	st=$?
+	[ $st -eq 1 ] && ok "enable --system without RTM refuses (exit 1)" || fail "enable --system without RTM: exit $st: $(cat "$out")"
+	contains "no RTM: says nothing can be elided" "nothing can be elided on this machine"
+	contains "no RTM: says what libelide does there" "pass every lock straight through to glibc"
+	contains "no RTM: asks for --force" "give --force to do it anyway"
+	ELIDE_FAKE_NO_RTM=1 unshare -m --propagation private sh -c '
+		mount -t tmpfs tmpfs /etc || exit 99
+		"$1" enable --system --force --library "$2" && grep -qx "$2" /etc/ld.so.preload' _ "$elidectl" "$buildlib" \
+		>"$out" 2>&1
+	st=$?
+	[ $st -eq 0 ] && ok "enable --system --force without RTM writes the line" || fail "enable --system --force: exit $st: $(cat "$out")"
+else
+	echo "SKIP (loudly): --now and --system on the live root need root and unshare -m; not tested here" >&2
+fi
 
 [ $failures -eq 0 ] || { echo "$failures failure(s)" >&2; exit 1; }
 echo "all enable/disable checks passed"

@@ -52,7 +52,7 @@ start_daemon() {
 }
 
 # ---- daemon not running (nothing owns the name) ---------------------------
-expect 5 "elided is not running" "set without elided" -- "$elidectl" set 1 off
+expect 5 "elided is not running.*start it with: systemctl start elided" "set without elided says how to start it" -- "$elidectl" set 1 off
 expect 5 "elided is not running" "reload without elided" -- "$elidectl" reload
 expect 5 "not running" "status without elided" -- "$elidectl" status
 expect 0 "elided is not running: reading segments directly \(read-only\)" "list falls back to the segments" \
@@ -112,14 +112,22 @@ grep -q "processes listed" "$tmp/out" && ok "list legend" || fail "list legend"
 has_lock() { "$elidectl" show "$wa" --json | jq -e '.locks[] | select(.name == "cache_lock")'; }
 poll 15 has_lock && ok "show --json: cache_lock" || fail "show --json lacks cache_lock: $("$elidectl" show "$wa" --json)"
 expect 0 "" "show PID" -- "$elidectl" show "$wa"
-grep -qE "^LOCK +KIND +CALL-SITE +ACQUIRED +ELIDED% +COMMIT% +CONFLICT " "$tmp/out" && grep -q "^cache_lock " "$tmp/out" \
+grep -qE "^LOCK +KIND +ACQUIRED +ELIDED% +ABORTS +CYCLES-LOST +STATE$" "$tmp/out" && grep -q "^cache_lock " "$tmp/out" \
 	&& ok "show table" || fail "show table: $(cat "$tmp/out")"
+expect 0 "" "show PID -o with the call site" -- "$elidectl" show "$wa" -o LOCK,KIND,CALL-SITE,ACQUIRED,CONFLICT
+grep -qE "^LOCK +KIND +CALL-SITE +ACQUIRED +CONFLICT$" "$tmp/out" && grep -q "^cache_lock " "$tmp/out" \
+	&& ok "show -o" || fail "show -o: $(cat "$tmp/out")"
 n=$("$elidectl" show "$wa" --json --sort aborts --max 1 | jq '.locks | length')
 [ "$n" = 1 ] && ok "show --sort aborts --max 1" || fail "show --max 1 gave $n locks"
 j=$("$elidectl" show "$wa" --json)
 jq -e '.locks[0].aborts | has("conflict") and has("capacity") and has("other")' <<<"$j" >/dev/null \
 	&& jq -e '[.locks[].acquired | type == "number"] | all' <<<"$j" >/dev/null \
 	&& ok "show --json: exact counts, aborts by cause" || fail "show --json: $j"
+# The same process, the same facts in list and show; null where elided does not know.
+l=$("$elidectl" list --json | jq -c --argjson p "$wa" '.[] | select(.pid == $p) | {created_ns, sample, exe, unit, state}')
+sj=$("$elidectl" show "$wa" --json | jq -c '{created_ns, sample, exe, unit, state}')
+[ -n "$l" ] && [ "$l" = "$sj" ] && ok "list and show --json agree: $l" || fail "list $l vs show $sj"
+jq -e '.created_ns > 0 and .sample == null' <<<"$l" >/dev/null && ok "created_ns known, sample null over D-Bus" || fail "created_ns/sample: $l"
 n=$("$elidectl" show wl-a --json | jq --argjson p "$wa" '[.[] | select(.pid == $p)] | length')
 [ "$n" = 1 ] && ok "show EXE (base name)" || fail "show wl-a: $n"
 n=$("$elidectl" show "$tmp/wl-a" --json | jq 'length')
@@ -140,6 +148,15 @@ poll 15 bash -c "[ \"\$('$elidectl' show $wa --json | jq -r '[.locks[] | select(
 expect 0 "" "reset PID --lock cache_lock" -- "$elidectl" reset "$wa" --lock cache_lock
 expect 0 "" "reset PID" -- "$elidectl" reset "$wa"
 poll 15 mode_is "$wa" adaptive && ok "reset: back to adaptive" || fail "reset not applied"
+# Who turned a lock off, in the table's words and JSON's alike.
+# (the process is back to adaptive: its lock's own state shows)
+expect 0 "" "set PID --lock cache_lock off" -- "$elidectl" set "$wa" --lock cache_lock off
+lock_off_override() { "$elidectl" show "$wa" | grep -qE "^cache_lock .* off \(override\)$"; }
+poll 15 lock_off_override && ok "show: a lock set off says off (override)" || fail "show after set --lock off: $("$elidectl" show "$wa")"
+"$elidectl" show "$wa" | grep -q "(elided)" && fail "show still says (elided)" || ok "show: no \"(elided)\""
+"$elidectl" show "$wa" --json | jq -e '[.locks[] | select(.name == "cache_lock")] | all(.decided_by == "override" and .reason == "override" and .state == "off")' >/dev/null \
+	&& ok "show --json: decided_by and reason override" || fail "show --json after set --lock off: $("$elidectl" show "$wa" --json)"
+expect 0 "" "reset PID --lock cache_lock (after off)" -- "$elidectl" reset "$wa" --lock cache_lock
 expect 3 "No libelide process" "set: unknown pid" -- "$elidectl" set 999999 off
 expect 3 "lock" "set: unknown lock" -- "$elidectl" set "$wa" --lock no_such_lock off
 expect 3 "lock" "reset: unknown lock" -- "$elidectl" reset "$wa" --lock no_such_lock
@@ -165,6 +182,10 @@ echo 'daemon: { interval = ; };' >> "$tmp/elide.conf"
 expect 1 "elide.conf:[0-9]+" "reload (broken config): file:line" -- "$elidectl" reload
 kill -0 "$daemon" && ok "elided survives the refused reload" || fail "elided died"
 "$elidectl" status | grep -q "Last reload: failed" && ok "status shows the failed reload" || fail "status after failed reload: $("$elidectl" status)"
+"$elidectl" status --json | jq -e '.last_reload.result == "failed" and (.last_reload.error | test("elide.conf:[0-9]+")) and (.last_reload.time | type == "string") and .last_reload.startup == false' >/dev/null \
+	&& ok "status --json: last_reload is an object (result failed, error, time)" || fail "status --json last_reload: $("$elidectl" status --json | jq -c .last_reload)"
+"$elidectl" status --json | jq -e '(.discovery.method == "bpf" or .discovery.method == "fallback") and (.discovery.mechanism | type == "string")' >/dev/null \
+	&& ok "status --json: discovery.method is an enum" || fail "status --json discovery: $("$elidectl" status --json | jq -c .discovery)"
 cp "$tmp/good.conf" "$tmp/elide.conf"
 
 # ---- hw -------------------------------------------------------------------------
