@@ -5,7 +5,8 @@
 #   - the exact list of installed files: libelide.so (and libtool's .la),
 #     elide.h, elide.pc, elided, elidectl, the unit, the tmpfiles.d entry,
 #     the D-Bus policy, elide.conf, every page of dist_man_MANS and, once
-#     the build defines bashcompletiondir, elidectl's completion;
+#     the build defines bashcompletiondir, elidectl's completions (bash,
+#     zsh, fish);
 #   - every man: page of the unit's Documentation= is installed;
 #   - `systemd-analyze verify` of the installed unit prints nothing, and
 #     `systemd-analyze security --offline=yes` rates it 2.0 or below;
@@ -53,6 +54,8 @@ systemdsystemunitdir=$(var systemdsystemunitdir)
 tmpfilesdir=$(var tmpfilesdir)
 dbuspolicydir=$(var dbuspolicydir)
 bashcompletiondir=$(var bashcompletiondir)
+zshcompletiondir=$(var zshcompletiondir)
+fishcompletiondir=$(var fishcompletiondir)
 dist_man_MANS=$(var dist_man_MANS)
 tmpfiles_DATA=$(var tmpfiles_DATA)
 [ -n "$prefix" ] && [ -n "$libdir" ] || { echo "FAIL: cannot read the configured directories from $top_builddir/Makefile" >&2; exit 1; }
@@ -82,6 +85,8 @@ fi
 		echo "$mandir/man${page##*.}/$page"
 	done
 	[ -n "$bashcompletiondir" ] && echo "$bashcompletiondir/elidectl"
+	[ -n "$zshcompletiondir" ] && echo "$zshcompletiondir/_elidectl"
+	[ -n "$fishcompletiondir" ] && echo "$fishcompletiondir/elidectl.fish"
 } | sort > "$tmp/expected"
 # libtool installs libelide.la too; it is allowed, not required.
 (cd "$dest" && find . \( -type f -o -type l \) | sed 's|^\.||' | sort) |
