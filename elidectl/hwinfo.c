@@ -223,33 +223,6 @@ static void read_hw(struct hw_view *v)
 	make_advice(v);
 }
 
-/* "Key:   text" with the text wrapped at the terminal's width (80 when
- * there is no limit), continuation lines indented under it. */
-static void print_wrapped(const char *key, const char *text)
-{
-	size_t width = terminal_width() ? terminal_width() : 80, indent = 19, col = indent;
-	const char *p = text;
-
-	printf("%-18s ", key);
-	while (*p) {
-		size_t word = strcspn(p, " ");
-
-		if (col > indent && col + 1 + word > width) {
-			printf("\n%*s", (int)indent, "");
-			col = indent;
-		} else if (col > indent) {
-			putchar(' ');
-			col++;
-		}
-		printf("%.*s", (int)word, p);
-		col += word;
-		p += word;
-		while (*p == ' ')
-			p++;
-	}
-	putchar('\n');
-}
-
 int verb_hw(struct source *s, const struct ctl_options *o, int argc, char **argv)
 {
 	static struct hw_view v;
@@ -353,8 +326,13 @@ int verb_hw(struct source *s, const struct ctl_options *o, int argc, char **argv
 		printf("%-18s %s\n", "Probe:", probe);
 		printf("%-18s %s%s%s: %s\n", "Verdict:", hw->rtm_usable ? ansi_highlight_green() : ansi_highlight_red(),
 		       hw->rtm_usable ? "RTM usable" : "RTM not usable", ansi_normal(), hw->reason);
-		for (size_t i = 0; i < v.nadvice; i++)
-			print_wrapped(i == 0 ? "Advice:" : "", v.advice[i]);
+		/* Prose: wrapped at the terminal's width, else at 80. */
+		for (size_t i = 0; i < v.nadvice; i++) {
+			char prefix[32];
+
+			snprintf(prefix, sizeof(prefix), "%-18s ", i == 0 ? "Advice:" : "");
+			print_wrapped(stdout, prefix, 19, v.advice[i], terminal_width() ? terminal_width() : 80);
+		}
 	}
 	/* Scripts: `elidectl hw >/dev/null && ...` asks "can we elide?". */
 	return hw->rtm_usable ? EXIT_OK : EXIT_FAIL;

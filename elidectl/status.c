@@ -16,6 +16,7 @@
 #include "json.h"
 #include "log.h"
 #include "table.h"
+#include "terminal.h"
 
 #define BUSIEST 5
 
@@ -112,12 +113,14 @@ static int read_daemon(sd_bus *bus, struct daemon_status *d, sd_bus_error *e)
 	return 0;
 }
 
+/* "             Key: value", the value wrapped at the terminal's width. */
 static void line(const char *key, const char *value)
 {
-	char clean[1024];
+	char clean[1024], prefix[64];
 
 	sanitize_text(value, clean, sizeof(clean));
-	printf("%16s: %s\n", key, clean);
+	snprintf(prefix, sizeof(prefix), "%16s: ", key);
+	print_wrapped(stdout, prefix, 18, clean, terminal_width());
 }
 
 static void status_json(const struct daemon_status *d, bool daemon, const struct elide_hw *hw,

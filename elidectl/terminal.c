@@ -356,3 +356,35 @@ void print_clipped(FILE *f, const char *line, size_t width)
 	if (colored && *p)
 		fputs("\033[0m", f);
 }
+
+void print_wrapped(FILE *f, const char *prefix, size_t indent, const char *text, size_t width)
+{
+	size_t col = indent;
+	const char *p = text;
+
+	fputs(prefix, f);
+	if (width <= indent + 20) {
+		fprintf(f, "%s\n", text);
+		return;
+	}
+	while (*p) {
+		size_t word = strcspn(p, " "), w;
+		char buf[1024];
+
+		snprintf(buf, sizeof(buf), "%.*s", (int)word, p);
+		w = text_width(buf);
+		if (col > indent && col + 1 + w > width) {
+			fprintf(f, "\n%*s", (int)indent, "");
+			col = indent;
+		} else if (col > indent) {
+			fputc(' ', f);
+			col++;
+		}
+		fputs(buf, f);
+		col += w;
+		p += word;
+		while (*p == ' ')
+			p++;
+	}
+	fputc('\n', f);
+}

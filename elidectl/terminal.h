@@ -59,6 +59,13 @@ size_t text_width(const char *s);
  */
 size_t ellipsize(const char *s, size_t width, bool middle, char *buf, size_t size);
 
+/*
+ * `prefix` (as wide as `indent` columns), then `text` wrapped at word
+ * boundaries to `width` columns, continuation lines indented under its
+ * start; width 0 (or too narrow) writes it on one line.
+ */
+void print_wrapped(FILE *f, const char *prefix, size_t indent, const char *text, size_t width);
+
 /* Writes `line` cut at `width` columns (0: whole); colour sequences take
  * no room, and a cut after one resets the colour. */
 void print_clipped(FILE *f, const char *line, size_t width);
