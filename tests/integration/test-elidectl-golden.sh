@@ -58,7 +58,15 @@ SYSTEMD_COLORS=1 ctl show "$sp" --no-legend | cat -v >"$tmp/show-color.txt"
 # Messages.  The library's directory and the temporary root are masked.
 {
 	echo "\$ ELIDE_FAKE_NO_RTM=1 elidectl run true"
-	ELIDE_FAKE_NO_RTM=1 "$elidectl" run true 2>&1
+	# elidectl run appends libelide to LD_PRELOAD: a sanitizer build's
+	# libelide needs the ASan runtime there first.
+	if [ "${ELIDE_SANITIZERS:-no}" = yes ]; then
+		LD_PRELOAD="$(${CC:-cc} -print-file-name=libasan.so)" \
+			ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+			ELIDE_FAKE_NO_RTM=1 "$elidectl" run true 2>&1
+	else
+		ELIDE_FAKE_NO_RTM=1 "$elidectl" run true 2>&1
+	fi
 	echo "exit $?"
 	mkdir -p "$tmp/root/etc/systemd/system"
 	echo "\$ elidectl enable --unit memcached --root ROOT"
