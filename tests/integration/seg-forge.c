@@ -7,7 +7,7 @@
  *             [--owner UID] [--other-pid Q] [--grow SECS] [--flap SECS] [--animate SECS]
  *   seg-forge --dir D --pid P --symlink TARGET | --fifo
  *   seg-forge --dir D --junk N
- *   seg-forge --dir D --animate SECS          (every segment in D)
+ *   seg-forge --dir D --animate SECS [--active PCT]  (every segment in D)
  *
  * A forged segment is valid for the live process P (start time from
  * /proc/P/stat, owner the caller) unless --corrupt says otherwise.  Its lock
@@ -59,6 +59,7 @@ static long arg_owner = -1;
 static double arg_grow = -1;
 static double arg_flap = -1;
 static double arg_animate = -1;
+static long arg_active = 100; /* --animate: % of each segment's locks that move */
 static long arg_junk = -1;
 
 static volatile sig_atomic_t stop;
@@ -553,14 +554,15 @@ static int map_segment(int fd, struct animated *a)
 	return 0;
 }
 
-/* Counters move like a busy process's: monotonic, commits <= attempts. */
+/* Counters move like a busy process's: monotonic, commits <= attempts.
+ * With --active, only that share of the locks (the same ones each time). */
 static void bump(struct animated *a)
 {
 	for (uint32_t i = 2; i < a->n; i++) {
 		uint64_t *s = a->locks[i].stats;
 		uint64_t acq = 100 + rnd() % 5000, att = acq / 2, com = att - att / 8;
 
-		if (a->locks[i].kind == ELIDE_SEG_KIND_FREE)
+		if (a->locks[i].kind == ELIDE_SEG_KIND_FREE || (long)((i - 2) % 100) >= arg_active)
 			continue;
 		s[ELIDE_SEG_STAT_ACQUIRED] += acq;
 		s[ELIDE_SEG_STAT_ATTEMPTS] += att;
@@ -669,7 +671,8 @@ static void usage(FILE *out)
 		"                 [--owner UID] [--other-pid PID] [--grow SECS] [--flap SECS] [--animate SECS]\n"
 		"       seg-forge --dir DIR --pid PID --symlink TARGET | --fifo [--name NAME]\n"
 		"       seg-forge --dir DIR --junk N\n"
-		"       seg-forge --dir DIR --animate SECS     (every segment in DIR; 0 = until killed)\n"
+		"       seg-forge --dir DIR --animate SECS [--active PCT]\n"
+		"                 (every segment in DIR; 0 = until killed; PCT of each one's locks move)\n"
 		"Corruptions:");
 	for (size_t i = 0; i < ARRAY_SIZE(corrupt_kinds); i++)
 		fprintf(out, " %s", corrupt_kinds[i]);
@@ -715,6 +718,7 @@ int main(int argc, char **argv)
 		{ "grow", required_argument, NULL, 'g' },
 		{ "flap", required_argument, NULL, 'F' },
 		{ "animate", required_argument, NULL, 'a' },
+		{ "active", required_argument, NULL, 'A' },
 		{ "junk", required_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{}
@@ -762,6 +766,9 @@ int main(int argc, char **argv)
 			break;
 		case 'a':
 			arg_animate = parse_seconds(optarg, "--animate seconds");
+			break;
+		case 'A':
+			arg_active = parse_long(optarg, "--active percentage", 0, 100);
 			break;
 		case 'j':
 			arg_junk = parse_long(optarg, "junk count", 0, 1000000);
