@@ -60,11 +60,14 @@ void log_fullv(int priority, const char *fmt, va_list ap)
 
 	if (priority > log_max_priority)
 		return;
-	if (log_journal)
+	/* journald reads the priority and adds our name itself. */
+	if (log_journal) {
 		len += (size_t)snprintf(buf, sizeof(buf), "<%d>", priority);
-	n = snprintf(buf + len, sizeof(buf) - len, "%s: ", log_prefix);
-	if (n > 0)
-		len += (size_t)n;
+	} else {
+		n = snprintf(buf + len, sizeof(buf) - len, "%s: ", log_prefix);
+		if (n > 0)
+			len += (size_t)n;
+	}
 	if (len < sizeof(buf)) {
 		n = vsnprintf(buf + len, sizeof(buf) - len, fmt, ap);
 		if (n > 0)

@@ -3,8 +3,8 @@
  * One small logging module for every part of elide.
  *
  * Messages go to stderr as "PREFIX: message".  With log_set_journal_prefix(true)
- * (elided under systemd) each line starts with "<N>", the syslog priority that
- * journald reads.  Formatting uses a stack buffer and one write(2): no stdio
+ * (elided under systemd) a line is "<N>message" instead: the syslog priority
+ * that journald reads, and no prefix, since journald adds the name itself.  Formatting uses a stack buffer and one write(2): no stdio
  * locks and no allocation, so libelide may log from inside pthread wrappers.
  */
 #ifndef ELIDE_LOG_H

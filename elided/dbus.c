@@ -75,6 +75,14 @@
  * ProcessRemoved, one that can see it only now gets ProcessAdded.
  *   ProcessAdded(u pid, s exe)
  *   ProcessRemoved(u pid)
+ *   Decision(u pid, s exe, s event, s lock, s mode, s source, s reason,
+ *            s message_id, u caller_uid)
+ *       a decision about the process (events.h): event lock-off, lock-on,
+ *       process-mode, override, override-reset or owner-changed; lock ""
+ *       for the whole process; mode off/on/adaptive/default; source
+ *       adaptation, config, override or owner; message_id the journal
+ *       entry's MESSAGE_ID; caller_uid who asked, 4294967295 for nobody.
+ *   Reloaded(b ok, s result)                 to every subscriber
  *
  * Errors:
  *   org.elide.Error.NoSuchProcess            no libelide process with that PID
@@ -102,6 +110,7 @@
 #include <systemd/sd-bus.h>
 
 #include "dbus.h"
+#include "events.h"
 #include "discovery.h"
 #include "elided.h"
 #include "log.h"
@@ -302,9 +311,10 @@ static int caller_uid(sd_bus_message *m, uid_t *ret, sd_bus_error *error)
 	return 0;
 }
 
-/* The process `pid` if the caller may act on it, else an error in `error`. */
+/* The process `pid` if the caller may act on it, else an error in `error`;
+ * the caller's uid in *ret_uid when asked. */
 static int caller_process(struct elided *d, sd_bus_message *m, uint32_t pid, struct tracked_process **ret,
-			  sd_bus_error *error)
+			  uid_t *ret_uid, sd_bus_error *error)
 {
 	struct tracked_process *p = NULL;
 	uid_t uid;
@@ -330,6 +340,8 @@ static int caller_process(struct elided *d, sd_bus_message *m, uint32_t pid, str
 					 "Permission denied: process %" PRIu32 " belongs to another user", pid);
 
 	*ret = p;
+	if (ret_uid)
+		*ret_uid = uid;
 	return 0;
 }
 
@@ -678,7 +690,7 @@ static int method_get_locks(sd_bus_message *m, void *userdata, sd_bus_error *err
 	r = sd_bus_message_read(m, "u", &pid);
 	if (r < 0)
 		return r;
-	r = caller_process(d, m, pid, &p, error);
+	r = caller_process(d, m, pid, &p, NULL, error);
 	if (r < 0)
 		return r;
 
@@ -713,7 +725,7 @@ static int method_get_history(sd_bus_message *m, void *userdata, sd_bus_error *e
 	r = sd_bus_message_read(m, "u", &pid);
 	if (r < 0)
 		return r;
-	r = caller_process(d, m, pid, &p, error);
+	r = caller_process(d, m, pid, &p, NULL, error);
 	if (r < 0)
 		return r;
 
@@ -745,6 +757,7 @@ static int change_override(sd_bus_message *m, struct elided *d, uint32_t pid, co
 	enum policy_mode mode = POLICY_MODE_UNSET;
 	struct tracked_process *p;
 	char err[256] = "", buf[sizeof(err)];
+	uid_t caller;
 	int r;
 
 	if (mode_name && (policy_mode_from_string(mode_name, &mode) < 0 || mode == POLICY_MODE_UNSET)) {
@@ -755,14 +768,14 @@ static int change_override(sd_bus_message *m, struct elided *d, uint32_t pid, co
 					 bus_string(mode_name, shown, sizeof(shown)));
 	}
 
-	r = caller_process(d, m, pid, &p, error);
+	r = caller_process(d, m, pid, &p, &caller, error);
 	if (r < 0)
 		return r;
 
 	if (mode_name)
-		r = elided_set_override(d, p, lock, mode, err, sizeof(err));
+		r = elided_set_override(d, p, lock, mode, caller, err, sizeof(err));
 	else
-		r = elided_reset_override(d, p, lock, err, sizeof(err));
+		r = elided_reset_override(d, p, lock, caller, err, sizeof(err));
 	/* p may be gone now: a refresh that finds the process dead drops it. */
 	if (r >= 0)
 		return sd_bus_reply_method_return(m, NULL);
@@ -1020,6 +1033,11 @@ static const sd_bus_vtable manager_vtable[] = {
 
 	SD_BUS_SIGNAL_WITH_NAMES("ProcessAdded", "us", SD_BUS_PARAM(pid) SD_BUS_PARAM(exe), 0),
 	SD_BUS_SIGNAL_WITH_NAMES("ProcessRemoved", "u", SD_BUS_PARAM(pid), 0),
+	SD_BUS_SIGNAL_WITH_NAMES("Decision", "usssssssu",
+				 SD_BUS_PARAM(pid) SD_BUS_PARAM(exe) SD_BUS_PARAM(event) SD_BUS_PARAM(lock)
+				 SD_BUS_PARAM(mode) SD_BUS_PARAM(source) SD_BUS_PARAM(reason) SD_BUS_PARAM(message_id)
+				 SD_BUS_PARAM(caller_uid), 0),
+	SD_BUS_SIGNAL_WITH_NAMES("Reloaded", "bs", SD_BUS_PARAM(ok) SD_BUS_PARAM(result), 0),
 
 	SD_BUS_VTABLE_END
 };
@@ -1124,4 +1142,50 @@ void elided_bus_emit_owner_changed(struct elided *d, const struct tracked_proces
 	emit(d, p, old_uid, false, true, p->uid);
 	/* ...new for who sees it only now. */
 	emit(d, p, p->uid, true, true, old_uid);
+}
+
+/* One Decision (about a process) or Reloaded signal, unicast to `destination`. */
+static int send_event_signal(struct elided *d, const char *destination, const struct elided_event *ev)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+	char exe[ELIDE_SEG_EXE_MAX], lock[ELIDED_LOCK_NAME_MAX], reason[256];
+	bool reload = ev->kind == ELIDED_EVENT_RELOAD;
+	int r;
+
+	r = sd_bus_message_new_signal(d->bus, &m, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE,
+				      reload ? "Reloaded" : "Decision");
+	if (r < 0)
+		return r;
+	r = sd_bus_message_set_destination(m, destination);
+	if (r < 0)
+		return r;
+	if (reload)
+		r = sd_bus_message_append(m, "bs", ev->priority > LOG_ERR,
+					  bus_string(ev->reason ? ev->reason : "", reason, sizeof(reason)));
+	else
+		r = sd_bus_message_append(m, "usssssssu", (uint32_t)ev->pid,
+					  bus_string(ev->exe ? ev->exe : "", exe, sizeof(exe)),
+					  elided_event_name(ev->kind),
+					  bus_string(ev->lock ? ev->lock : "", lock, sizeof(lock)),
+					  ev->mode ? ev->mode : "", ev->source ? ev->source : "",
+					  bus_string(ev->reason ? ev->reason : "", reason, sizeof(reason)),
+					  elided_event_message_id(ev->kind), (uint32_t)ev->caller_uid);
+	if (r < 0)
+		return r;
+	return sd_bus_send(d->bus, m, NULL);
+}
+
+void elided_bus_emit_event(struct elided *d, const struct elided_event *ev)
+{
+	int r;
+
+	if (!d->bus)
+		return;
+	for (struct bus_subscriber *s = d->subscribers; s; s = s->next) {
+		if (ev->pid > 0 && !elided_bus_may_access(s->uid, ev->uid))
+			continue;
+		r = send_event_signal(d, s->name, ev);
+		if (r < 0)
+			log_warning_errno(r, "Failed to send the %s event to %s", elided_event_name(ev->kind), s->name);
+	}
 }

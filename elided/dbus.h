@@ -35,6 +35,11 @@ void elided_bus_emit_process_removed(struct elided *d, const struct tracked_proc
 /* p->uid was old_uid: Removed to who may see it no more, Added to who may now. */
 void elided_bus_emit_owner_changed(struct elided *d, const struct tracked_process *p, uid_t old_uid);
 
+/* An event (events.h): Decision to the subscribers that may see its
+ * process, Reloaded to every subscriber. */
+struct elided_event;
+void elided_bus_emit_event(struct elided *d, const struct elided_event *ev);
+
 /* Root may act on every process, anyone else only on their own.  For tests. */
 bool elided_bus_may_access(uid_t caller, uid_t owner);
 

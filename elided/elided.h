@@ -27,6 +27,15 @@ struct symbolizer;
 #define ELIDED_MAX_LOCKS_PER_PROCESS 4096u
 /* Intervals between two checks of a tracked process against /proc. */
 #define ELIDED_PROC_CHECK_EVERY 10u
+/* A new segment is adopted at the first adoption pass after it appeared,
+ * at most this long (or one interval, when shorter) later: most processes
+ * on a host end sooner and then cost nothing but two directory events. */
+#define ELIDED_ADOPT_DELAY_USEC 1000000u
+/* ... and only once it is this old (else at the pass after): a process of
+ * a few milliseconds that a pass happens to catch is not worth adopting. */
+#define ELIDED_ADOPT_MIN_AGE_USEC 100000u
+/* Segments waiting for that pass; more wait for the periodic rescan. */
+#define ELIDED_MAX_PENDING 16384u
 #define ELIDED_LOCK_NAME_MAX 128
 /* Messages a user can trigger (bad segments, leftovers): at most this many
  * per uid per window, then one summary line (log.h). */
@@ -132,6 +141,7 @@ struct tracked_process {
 	struct policy_decision decision; /* from the config */
 	bool rules_dirty;            /* decision changed: every lock's rule_mode is stale */
 	enum policy_mode override;   /* from elidectl (SetProcessMode); UNSET = none */
+	bool lock_overrides;         /* a lock has had one since the last reset (SetLockMode) */
 	struct lock_view *locks;
 	size_t nlocks;
 	uint64_t last_sample_ns;
@@ -148,6 +158,11 @@ struct tracked_process {
 	struct tracked_process *next;
 };
 
+struct pending_segment {
+	char name[64];
+	uint64_t seen_usec;          /* CLOCK_MONOTONIC */
+};
+
 struct elided {
 	sd_event *event;
 	sd_bus *bus;
@@ -160,6 +175,13 @@ struct elided {
 	char last_reload[CONFIG_ERR_MAX + 64]; /* "ok at ..." or the error */
 	struct tracked_process *processes;
 	size_t nprocesses;
+	/* Segments seen and not adopted yet, oldest first (process.c). */
+	struct {
+		struct pending_segment *list;
+		size_t n, alloc;
+		bool adopting;           /* adopt_oldest() is walking the list */
+		sd_event_source *timer; /* the next adoption pass; one-shot */
+	} pending;
 	uint64_t started_ns;
 	uint64_t intervals;
 	double cpu_seconds_per_interval; /* our own cost, for status */
@@ -186,7 +208,13 @@ struct elided {
 
 /* process.c */
 uint64_t now_ns(void);
-void elided_adopt_segment(struct elided *d, const char *name);
+/* A segment appeared: adopted at the next adoption pass if its file is
+ * still there then (ELIDED_ADOPT_DELAY_USEC). */
+void elided_defer_segment(struct elided *d, const char *name);
+/* Adopt every deferred segment now (start-up, a runtime directory back). */
+void elided_adopt_pending(struct elided *d);
+/* A segment file went: not adopted if it waited, its process reaped if gone. */
+void elided_segment_removed(struct elided *d, const char *name);
 /* Look at the runtime directory again: segments refused earlier (per-user
  * cap, not yet valid) get another chance, leftovers of dead processes go. */
 void elided_rescan(struct elided *d);
@@ -217,9 +245,10 @@ struct tracked_process *elided_find_process(struct elided *d, pid_t pid);
  * pushed at once) and updates p->uid.  0, or -ESRCH when p is gone. */
 int elided_check_owner(struct elided *d, struct tracked_process *p);
 /* Mode or lock override from elidectl; lock NULL = whole process.  Pushes at once. */
-int elided_set_override(struct elided *d, struct tracked_process *p, const char *lock, enum policy_mode mode,
+int elided_set_override(struct elided *d, struct tracked_process *p, const char *lock, enum policy_mode mode, uid_t caller,
 			char *err, size_t errlen);
-int elided_reset_override(struct elided *d, struct tracked_process *p, const char *lock, char *err, size_t errlen);
+int elided_reset_override(struct elided *d, struct tracked_process *p, const char *lock, uid_t caller, char *err,
+			  size_t errlen);
 /* The current counters of p's locks, in view order; locks gone since the
  * last interval are left out.  *ret is freed by the caller. */
 int elided_read_lock_totals(struct elided *d, struct tracked_process *p, struct lock_totals **ret, size_t *n,

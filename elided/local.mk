@@ -7,7 +7,8 @@ elided_elided_SOURCES = \
 	elided/config.c elided/policy-config.h \
 	elided/discovery.c elided/discovery.h \
 	elided/dbus.c \
-	elided/metrics.c elided/metrics.h
+	elided/metrics.c elided/metrics.h \
+	elided/events.c elided/events.h
 elided_elided_CPPFLAGS = $(AM_CPPFLAGS) -DSYSCONFDIR=\"$(sysconfdir)\" -I$(srcdir)/elided \
 	-I$(builddir)/elided/bpf -I$(srcdir)/elided/bpf
 elided_elided_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS) $(LIBCONFIG_CFLAGS) $(LIBBPF_CFLAGS)

@@ -6,6 +6,7 @@
  * the foreground, logs to stderr with <N> priority prefixes under journald.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <malloc.h>
@@ -23,6 +24,7 @@
 #include "discovery.h"
 #include "elfsym.h"
 #include "elided.h"
+#include "events.h"
 #include "hw.h"
 #include "log.h"
 #include "metrics.h"
@@ -105,6 +107,28 @@ static void note_reload(struct elided *d, const char *result)
 	snprintf(d->last_reload, sizeof(d->last_reload), "%s at %s", result, when);
 }
 
+static void reload_event(struct elided *d, int priority, const char *result, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void reload_event(struct elided *d, int priority, const char *result, const char *fmt, ...)
+{
+	struct elided_event ev = {
+		.kind = ELIDED_EVENT_RELOAD,
+		.priority = priority,
+		.source = "reload",
+		.reason = result,
+		.caller_uid = ELIDED_NO_UID,
+		.old_uid = ELIDED_NO_UID,
+	};
+	char message[CONFIG_ERR_MAX + 64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof(message), fmt, ap);
+	va_end(ap);
+	elided_event(d, &ev, "%s", message);
+}
+
 int elided_reload(struct elided *d, char *err, size_t errlen)
 {
 	struct elide_config *fresh = NULL;
@@ -116,7 +140,7 @@ int elided_reload(struct elided *d, char *err, size_t errlen)
 	if (r < 0) {
 		char result[CONFIG_ERR_MAX + 32];
 
-		log_error("reload refused, keeping the running policy: %s", err);
+		reload_event(d, LOG_ERR, err, "reload refused, keeping the running policy: %s", err);
 		snprintf(result, sizeof(result), "failed: %s", err);
 		note_reload(d, result);
 		sd_notify(false, "READY=1");
@@ -126,7 +150,8 @@ int elided_reload(struct elided *d, char *err, size_t errlen)
 	config_free(d->config);
 	d->config = fresh;
 	note_reload(d, "ok");
-	log_info("configuration reloaded from %zu file%s", fresh->nfiles, fresh->nfiles == 1 ? "" : "s");
+	reload_event(d, LOG_INFO, "ok", "configuration reloaded from %zu file%s", fresh->nfiles,
+		     fresh->nfiles == 1 ? "" : "s");
 	elided_redecide_all(d);
 	if (fresh->interval != old_interval)
 		elided_reschedule(d);
@@ -209,6 +234,7 @@ static void check_runtime_dir(struct elided *d)
 	d->runtime_dirfd = fd;
 	d->runtime_dir_lost = false;
 	warn_world_writable(d, fd);
+	elided_adopt_pending(d);
 	log_notice("runtime directory %s is back: %zu processes adopted from it", d->runtime_dir, d->nprocesses);
 }
 
@@ -247,19 +273,15 @@ void elided_reschedule(struct elided *d)
 	sd_event_source_set_time(interval_source, now + (uint64_t)(d->config->interval * 1e6));
 }
 
+/* Adopted at the next adoption pass: most processes are gone by then. */
 static void on_segment_added(void *userdata, const char *name)
 {
-	elided_adopt_segment(userdata, name);
+	elided_defer_segment(userdata, name);
 }
 
 static void on_segment_removed(void *userdata, const char *name)
 {
-	struct elided *d = userdata;
-	pid_t pid;
-	uint64_t start;
-
-	if (seg_parse_name(name, &pid, &start) == 0)
-		elided_reap(d, pid);
+	elided_segment_removed(userdata, name);
 }
 
 static void on_process_exec(void *userdata, pid_t pid, const char *comm)
@@ -284,6 +306,49 @@ static const struct discovery_ops discovery_ops = {
 	.process_exit = on_process_exit,
 };
 
+/*
+ * sd_event_loop(), with wake-ups coalesced.  Where every program has
+ * libelide, segments come and go hundreds of times a second, a few
+ * directory events each, and a wake-up per batch (epoll, two context
+ * switches) cost more than the events' own work.  Before it blocks, the
+ * loop lets at least LOOP_MIN_WAKE_USEC pass since it last woke: whatever
+ * arrives meanwhile is handled in one go, and nothing (an exit, a D-Bus
+ * call, a signal) waits longer than that for it.
+ */
+#define LOOP_MIN_WAKE_USEC 20000u
+
+static int run_loop(sd_event *e)
+{
+	uint64_t woke = 0;
+	int r, code = 0;
+
+	for (;;) {
+		r = sd_event_get_state(e);
+		if (r < 0)
+			return r;
+		if (r == SD_EVENT_FINISHED)
+			break;
+		r = sd_event_prepare(e);
+		if (r == 0) {
+			uint64_t since = now_ns() / 1000 - woke;
+
+			if (since < LOOP_MIN_WAKE_USEC) {
+				struct timespec ts = { .tv_nsec = (long)(LOOP_MIN_WAKE_USEC - since) * 1000 };
+
+				nanosleep(&ts, NULL);
+			}
+			r = sd_event_wait(e, UINT64_MAX);
+			woke = now_ns() / 1000;
+		}
+		if (r > 0)
+			r = sd_event_dispatch(e);
+		if (r < 0)
+			return r;
+	}
+	r = sd_event_get_exit_code(e, &code);
+	return r < 0 ? r : code;
+}
+
 static int open_runtime_dir(struct elided *d)
 {
 	/* tmpfiles.d creates it at boot; create it ourselves when run by hand. */
@@ -304,9 +369,12 @@ static void setup_logging(bool verbose)
 
 	log_set_prefix("elided");
 	log_set_max_priority(verbose ? LOG_DEBUG : LOG_INFO);
-	/* stderr connected to journald: let it read our priorities. */
+	/* stderr connected to journald: let it read our priorities (it adds
+	 * our name itself).  Events go as structured entries when stderr is
+	 * the very stream $JOURNAL_STREAM names. */
 	if (stream && *stream)
 		log_set_journal_prefix(true);
+	elided_events_init(elided_events_stderr_is_journal());
 }
 
 int main(int argc, char **argv)
@@ -444,10 +512,11 @@ int main(int argc, char **argv)
 	r = discovery_new(d->event, d->runtime_dir, allow_bpf, &discovery_ops, d, &d->discovery);
 	if (r < 0)
 		return log_error_errno(r, "cannot watch %s", d->runtime_dir), EXIT_FAILURE;
+	elided_adopt_pending(d);
 
 	sd_notify(false, "READY=1");
 	status_notify(d);
-	r = sd_event_loop(d->event);
+	r = run_loop(d->event);
 
 	discovery_free(d->discovery);
 	elided_bus_free(d);

@@ -24,6 +24,7 @@
 #include "elfsym.h"
 #include "elide.h"
 #include "elided.h"
+#include "events.h"
 #include "log.h"
 
 uint64_t now_ns(void)
@@ -349,6 +350,9 @@ struct pass {
 	enum policy_mode mode;
 	struct history_point sum;
 	unsigned locks_written;
+	/* Whose process it is, asked before the first write of the pass:
+	 * 0 not yet, 1 the one we know, -1 another (or gone): no writes. */
+	int owner;
 };
 
 static void pass_begin(struct pass *ps, struct elided *d, struct tracked_process *p)
@@ -357,6 +361,123 @@ static void pass_begin(struct pass *ps, struct elided *d, struct tracked_process
 	ps->d = d;
 	ps->p = p;
 	ps->mode = effective_process_mode(p);
+}
+
+static int check_owner(struct elided *d, struct tracked_process *p, bool fresh);
+
+/*
+ * Decisions for a former owner must not be pushed into a process that
+ * changed hands (a server dropping privileges, a setuid exec): its owner is
+ * asked (one stat) before the first write of a pass, not every interval.
+ * A change drops the runtime overrides and decides again (owner_changed);
+ * the next pass pushes the new decisions.
+ */
+static bool pass_may_write(struct pass *ps)
+{
+	if (ps->owner == 0)
+		ps->owner = check_owner(ps->d, ps->p, false) == 0 ? 1 : -1;
+	return ps->owner > 0;
+}
+
+/* ---- events ----------------------------------------------------------- */
+
+static enum policy_mode mode_of_seg(uint32_t m);
+
+static const char *source_name(uint32_t source)
+{
+	switch (source) {
+	case ELIDE_SEG_SOURCE_ADAPTATION:
+		return "adaptation";
+	case ELIDE_SEG_SOURCE_CONFIG:
+		return "config";
+	case ELIDE_SEG_SOURCE_OVERRIDE:
+		return "override";
+	default:
+		return NULL;
+	}
+}
+
+/* "off", "on", "adaptive", or "default" for no decision of its own. */
+static const char *decision_mode_name(enum policy_mode m)
+{
+	return m == POLICY_MODE_UNSET ? "default" : policy_mode_to_string(m);
+}
+
+static const char *process_name(const struct tracked_process *p)
+{
+	return p->exe[0] ? p->exe : p->comm;
+}
+
+static struct elided_event process_event(const struct tracked_process *p, enum elided_event_kind kind)
+{
+	return (struct elided_event){
+		.kind = kind,
+		.priority = LOG_INFO,
+		.pid = p->pid,
+		.uid = p->uid,
+		.exe = process_name(p),
+		.caller_uid = ELIDED_NO_UID,
+		.old_uid = ELIDED_NO_UID,
+	};
+}
+
+/*
+ * A lock decision the pass just wrote, from adaptation or the config: an
+ * event.  Overrides (and their reset) were logged when asked for, with
+ * who asked.
+ */
+static void lock_decision_event(struct elided *d, const struct tracked_process *p, const struct lock_view *v,
+				enum policy_mode mode, uint32_t source, uint32_t old_source)
+{
+	struct elided_event ev = process_event(p, mode == POLICY_MODE_OFF ? ELIDED_EVENT_LOCK_OFF : ELIDED_EVENT_LOCK_ON);
+	const char *name = lock_name(v->nm)[0] ? lock_name(v->nm) : lock_callsite(v->nm);
+	char reason[256];
+
+	if (source == ELIDE_SEG_SOURCE_OVERRIDE || (old_source == ELIDE_SEG_SOURCE_OVERRIDE && source == ELIDE_SEG_SOURCE_NONE))
+		return;
+	/* Re-probes with back-off repeat: the first turn-off is worth a
+	 * line, the probes and later turn-offs only a signal (and debug). */
+	if (source == ELIDE_SEG_SOURCE_ADAPTATION) {
+		snprintf(reason, sizeof(reason), "its transactions kept aborting; probed again in %u intervals",
+			 v->backoff_left);
+		if (v->backoff_intervals > 1)
+			ev.priority = LOG_DEBUG;
+	} else if (source == ELIDE_SEG_SOURCE_CONFIG)
+		snprintf(reason, sizeof(reason), "a lock rule%s%s", p->decision.rule ? " of " : "",
+			 p->decision.rule ? p->decision.rule->where : "");
+	else if (old_source == ELIDE_SEG_SOURCE_ADAPTATION) {
+		snprintf(reason, sizeof(reason), "probing it again after its back-off");
+		ev.priority = LOG_DEBUG;
+	} else
+		snprintf(reason, sizeof(reason), "no lock rule applies any more");
+	ev.lock = name;
+	ev.mode = decision_mode_name(mode);
+	ev.source = source_name(source ? source : old_source);
+	ev.reason = reason;
+	elided_event(d, &ev, "pid %d (%s): lock %s %s (%s: %s)", (int)p->pid, ev.exe, name[0] ? name : "?",
+		     mode == POLICY_MODE_OFF ? "no longer elided" :
+		     mode == POLICY_MODE_UNSET ? "back to the process's mode" : policy_mode_to_string(mode),
+		     ev.source, reason);
+}
+
+/* The control block the pass just wrote gives the process another mode
+ * from the config (a rule at adoption, or a reload). */
+static void process_mode_event(struct elided *d, const struct tracked_process *p, const struct elide_seg_control *c,
+			       const struct elide_seg_control *old)
+{
+	struct elided_event ev = process_event(p, ELIDED_EVENT_PROCESS_MODE);
+	char reason[256];
+
+	if (c->mode == old->mode && c->mode_source == old->mode_source)
+		return;
+	if (c->mode_source == ELIDE_SEG_SOURCE_OVERRIDE || old->mode_source == ELIDE_SEG_SOURCE_OVERRIDE)
+		return;
+	snprintf(reason, sizeof(reason), "%s%s", p->decision.rule ? "the rule of " : "no program rule applies any more",
+		 p->decision.rule ? p->decision.rule->where : "");
+	ev.mode = decision_mode_name(mode_of_seg(c->mode));
+	ev.source = "config";
+	ev.reason = reason;
+	elided_event(d, &ev, "pid %d (%s): mode %s (config: %s)", (int)p->pid, ev.exe, ev.mode, reason);
 }
 
 /* One lock, while its view is in cache anyway. */
@@ -393,7 +514,7 @@ static void pass_lock(struct pass *ps, struct lock_view *v)
 		source = ELIDE_SEG_SOURCE_ADAPTATION;
 	}
 	want = ctl_policy_of(lm);
-	if (want == v->ctl_policy && source == v->ctl_source)
+	if ((want == v->ctl_policy && source == v->ctl_source) || !pass_may_write(ps))
 		return;
 	r = seg_write_lock_policy(ps->d->runtime_dirfd, p->seg_name, v->index, want, source, err, sizeof(err));
 	if (r < 0) {
@@ -403,6 +524,7 @@ static void pass_lock(struct pass *ps, struct lock_view *v)
 		return;
 	}
 	ps->locks_written++;
+	lock_decision_event(ps->d, p, v, lm, source, v->ctl_source);
 	v->ctl_policy = (uint8_t)want;
 	v->ctl_source = (uint8_t)source;
 }
@@ -417,7 +539,9 @@ static void pass_end(struct pass *ps, uint64_t t, bool history)
 	char err[SEG_ERR_MAX];
 	int r;
 
-	p->rules_dirty = false;
+	/* An owner changed in the middle of the pass decided anew. */
+	if (ps->owner >= 0)
+		p->rules_dirty = false;
 	if (history) {
 		ps->sum.time_ns = t;
 		p->history[p->history_next] = ps->sum;
@@ -441,16 +565,20 @@ static void pass_end(struct pass *ps, uint64_t t, bool history)
 			c.mode != ELIDE_SEG_MODE_NONE ? ELIDE_SEG_SOURCE_CONFIG : ELIDE_SEG_SOURCE_NONE;
 	/* libelide looks at lock decisions when the generation moves: a
 	 * changed lock decision rewrites the control block too. */
-	if (ps->locks_written || !p->control_valid ||
-	    memcmp(&c.mode, &p->control_written.mode, sizeof(c) - offsetof(struct elide_seg_control, mode))) {
+	if ((ps->locks_written || !p->control_valid ||
+	     memcmp(&c.mode, &p->control_written.mode, sizeof(c) - offsetof(struct elide_seg_control, mode))) &&
+	    pass_may_write(ps)) {
 		r = seg_write_control(ps->d->runtime_dirfd, p->seg_name, &c, err, sizeof(err));
 		if (r < 0) {
 			snprintf(p->last_error, sizeof(p->last_error), "%s", err);
 			log_uid(&ps->d->ratelimit, p->uid, write_problem_priority(r), "pid %d: cannot write decisions: %s",
 				(int)p->pid, err);
 		} else {
+			struct elide_seg_control old = p->control_valid ? p->control_written : (struct elide_seg_control){ 0 };
+
 			p->control_written = c;
 			p->control_valid = true;
+			process_mode_event(ps->d, p, &c, &old);
 		}
 	}
 }
@@ -496,9 +624,10 @@ static void restore_decisions(struct tracked_process *p, const struct seg_snapsh
 	for (size_t i = 0; i < p->nlocks; i++) {
 		struct lock_view *v = &p->locks[i];
 
-		if (v->ctl_source == ELIDE_SEG_SOURCE_OVERRIDE)
+		if (v->ctl_source == ELIDE_SEG_SOURCE_OVERRIDE) {
 			v->override = (uint8_t)mode_of_ctl(v->ctl_policy);
-		else if (v->ctl_source == ELIDE_SEG_SOURCE_ADAPTATION && v->ctl_policy == ELIDE_POLICY_NEVER + 1) {
+			p->lock_overrides = true;
+		} else if (v->ctl_source == ELIDE_SEG_SOURCE_ADAPTATION && v->ctl_policy == ELIDE_POLICY_NEVER + 1) {
 			v->daemon_off = true;
 			v->backoff_intervals = v->backoff_left = 1;
 		}
@@ -581,13 +710,22 @@ static void owner_changed(struct elided *d, struct tracked_process *p, uid_t uid
 	p->override = POLICY_MODE_UNSET;
 	for (size_t i = 0; i < p->nlocks; i++)
 		p->locks[i].override = POLICY_MODE_UNSET;
+	p->lock_overrides = false;
 	p->uid = uid;
 	p->control_valid = false;
 	decide(d, p); /* rules may name the user */
 	/* Limited by the unprivileged side: a program toggling its euid must
 	 * not flood the journal. */
-	log_uid(&d->ratelimit, old ? old : uid, LOG_NOTICE, "pid %d (%s) changed owner uid %u -> uid %u; runtime overrides dropped",
-		(int)p->pid, p->exe[0] ? p->exe : p->comm, (unsigned)old, (unsigned)uid);
+	if (log_ratelimit_allow(&d->ratelimit, old ? old : uid, LOG_NOTICE, now_ns())) {
+		struct elided_event ev = process_event(p, ELIDED_EVENT_OWNER_CHANGED);
+
+		ev.priority = LOG_NOTICE;
+		ev.source = "owner";
+		ev.old_uid = old;
+		ev.reason = "runtime overrides dropped";
+		elided_event(d, &ev, "pid %d (%s) changed owner uid %u -> uid %u; runtime overrides dropped",
+			     (int)p->pid, ev.exe, (unsigned)old, (unsigned)uid);
+	}
 	elided_bus_emit_owner_changed(d, p, old);
 }
 
@@ -654,9 +792,10 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	struct pass ps;
 	int r;
 
-	/* The owner, though, every interval (one stat): decisions for a former
-	 * owner must not be pushed into a process that changed hands. */
-	if (check_owner(d, p, false) == -ESRCH)
+	/* The owner is asked before decisions are pushed (pass_may_write), and
+	 * every interval only while runtime overrides are set: they are the
+	 * former owner's, and must go within an interval of the change. */
+	if ((p->override != POLICY_MODE_UNSET || p->lock_overrides) && check_owner(d, p, false) == -ESRCH)
 		return -ESRCH;
 	p->maps_reloaded = false;
 	/* One pass over the file into the views: at 100 processes of 1000
@@ -702,13 +841,14 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 		elfsym_maps_free(p->maps);
 		p->maps = NULL;
 		p->override = POLICY_MODE_UNSET;
+		p->lock_overrides = false;
 		p->control_valid = false;
 		p->last_sample_ns = 0;
 		p->history_len = p->history_next = 0;
 		per_sec = 0;
 		read_identity(p);
 		decide(d, p);
-		log_info("pid %d exec'd %s, policy %s", (int)p->pid, p->exe[0] ? p->exe : p->comm,
+		log_debug("pid %d exec'd %s, policy %s", (int)p->pid, p->exe[0] ? p->exe : p->comm,
 			 policy_mode_to_string(effective_process_mode(p)));
 	}
 	p->created_ns = snap->header.created_ns;
@@ -897,11 +1037,11 @@ static int adopt(struct elided *d, const char *name, bool quiet)
 	/* Say where the mode comes from: an override a restarted daemon found
 	 * in the segment is not the configuration's. */
 	if (fresh->override != POLICY_MODE_UNSET)
-		log_info("tracking pid %d (%s), policy %s (runtime override, kept from its segment; configured: %s)",
+		log_debug("tracking pid %d (%s), policy %s (runtime override, kept from its segment; configured: %s)",
 			 (int)pid, fresh->exe[0] ? fresh->exe : fresh->comm, policy_mode_to_string(fresh->override),
 			 policy_mode_to_string(fresh->decision.mode));
 	else
-		log_info("tracking pid %d (%s), policy %s%s%s", (int)pid, fresh->exe[0] ? fresh->exe : fresh->comm,
+		log_debug("tracking pid %d (%s), policy %s%s%s", (int)pid, fresh->exe[0] ? fresh->exe : fresh->comm,
 			 policy_mode_to_string(effective_process_mode(fresh)),
 			 fresh->decision.rule ? " from " : " (default)",
 			 fresh->decision.rule ? fresh->decision.rule->where : "");
@@ -910,9 +1050,154 @@ static int adopt(struct elided *d, const char *name, bool quiet)
 	return 0;
 }
 
-void elided_adopt_segment(struct elided *d, const char *name)
+/* ---- deferred adoption ------------------------------------------------ */
+
+/*
+ * With libelide in every program most segments belong to processes that
+ * live a few milliseconds (true, sed, a shell's pipeline).  Adopting one
+ * costs /proc and systemd look-ups, a read of the segment, a pidfd, and
+ * its exit as much again, for a process gone before its first interval.
+ * So a new segment waits for an adoption pass, at most
+ * ELIDED_ADOPT_DELAY_USEC (or one interval) away, and is adopted there
+ * once it is ELIDED_ADOPT_MIN_AGE_USEC old: a process that ends sooner
+ * removes its file and is forgotten unseen.
+ */
+static uint64_t adopt_delay_usec(struct elided *d)
 {
-	adopt(d, name, false);
+	double interval = d->config->interval * 1e6;
+
+	return interval < ELIDED_ADOPT_DELAY_USEC ? (uint64_t)interval : ELIDED_ADOPT_DELAY_USEC;
+}
+
+/* Adopt the k oldest waiting segments; the rest keep waiting. */
+static void adopt_oldest(struct elided *d, size_t k)
+{
+	d->pending.adopting = true;
+	for (size_t i = 0; i < k; i++)
+		if (d->pending.list[i].name[0])
+			adopt(d, d->pending.list[i].name, false);
+	d->pending.adopting = false;
+	memmove(d->pending.list, d->pending.list + k, (d->pending.n - k) * sizeof(d->pending.list[0]));
+	d->pending.n -= k;
+}
+
+static int on_adopt_timer(sd_event_source *s, uint64_t usec, void *userdata);
+
+static void arm_adopt_timer(struct elided *d)
+{
+	uint64_t now, when;
+	int enabled = SD_EVENT_OFF, r;
+
+	if (!d->event || sd_event_now(d->event, CLOCK_MONOTONIC, &now) < 0)
+		return;
+	when = now + adopt_delay_usec(d);
+	if (d->pending.timer) {
+		if (sd_event_source_get_enabled(d->pending.timer, &enabled) >= 0 && enabled != SD_EVENT_OFF)
+			return; /* a pass is due already */
+		if (sd_event_source_set_time(d->pending.timer, when) >= 0 &&
+		    sd_event_source_set_enabled(d->pending.timer, SD_EVENT_ONESHOT) >= 0)
+			return;
+		d->pending.timer = sd_event_source_disable_unref(d->pending.timer);
+	}
+	/* 50 ms of slack: the pass may share a wake-up with other timers. */
+	r = sd_event_add_time(d->event, &d->pending.timer, CLOCK_MONOTONIC, when, 50000, on_adopt_timer, d);
+	if (r < 0) {
+		log_warning_errno(r, "cannot schedule the adoption of new segments; adopting them as they come");
+		d->pending.timer = NULL;
+	}
+}
+
+static int on_adopt_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct elided *d = userdata;
+	uint64_t now;
+	size_t k = 0;
+
+	if (sd_event_now(d->event, CLOCK_MONOTONIC, &now) < 0)
+		now = usec;
+	/* Arrival order: the old enough ones come first. */
+	while (k < d->pending.n && now - d->pending.list[k].seen_usec >= ELIDED_ADOPT_MIN_AGE_USEC)
+		k++;
+	adopt_oldest(d, k);
+	if (d->pending.n)
+		arm_adopt_timer(d);
+	return 0;
+}
+
+void elided_defer_segment(struct elided *d, const char *name)
+{
+	struct pending_segment *e;
+	size_t len = strlen(name);
+	uint64_t now;
+
+	if (len >= sizeof(e->name) || !d->event || sd_event_now(d->event, CLOCK_MONOTONIC, &now) < 0) {
+		adopt(d, name, false);
+		return;
+	}
+	/* A flood waits for the periodic rescan instead (elided_rescan). */
+	if (d->pending.n >= ELIDED_MAX_PENDING)
+		return;
+	if (d->pending.n == d->pending.alloc) {
+		size_t n = d->pending.alloc ? d->pending.alloc * 2 : 64;
+		void *p = reallocarray(d->pending.list, n, sizeof(d->pending.list[0]));
+
+		if (!p) {
+			adopt(d, name, false);
+			return;
+		}
+		d->pending.list = p;
+		d->pending.alloc = n;
+	}
+	e = &d->pending.list[d->pending.n++];
+	memcpy(e->name, name, len + 1);
+	e->seen_usec = now;
+	arm_adopt_timer(d);
+	if (!d->pending.timer)
+		elided_adopt_pending(d);
+}
+
+/* `name` in the waiting list, NULL when not there. */
+static struct pending_segment *find_pending(struct elided *d, const char *name)
+{
+	/* Newest first: the short-lived are near the end. */
+	for (size_t i = d->pending.n; i-- > 0;)
+		if (!strcmp(d->pending.list[i].name, name))
+			return &d->pending.list[i];
+	return NULL;
+}
+
+/* Drop `name` from the waiting list; true when it was there. */
+static bool forget_pending(struct elided *d, const char *name)
+{
+	struct pending_segment *e = find_pending(d, name);
+
+	if (!e)
+		return false;
+	if (d->pending.adopting) {
+		e->name[0] = '\0'; /* adopt_oldest() walks the list */
+	} else {
+		memmove(e, e + 1, (size_t)(d->pending.list + d->pending.n - (e + 1)) * sizeof(*e));
+		d->pending.n--;
+	}
+	return true;
+}
+
+void elided_adopt_pending(struct elided *d)
+{
+	if (d->pending.timer)
+		sd_event_source_set_enabled(d->pending.timer, SD_EVENT_OFF);
+	adopt_oldest(d, d->pending.n);
+}
+
+void elided_segment_removed(struct elided *d, const char *name)
+{
+	pid_t pid;
+	uint64_t start;
+
+	if (forget_pending(d, name))
+		return; /* never adopted: nothing else knows it */
+	if (seg_parse_name(name, &pid, &start) == 0)
+		elided_reap(d, pid);
 }
 
 static int cmp_uid(const void *a, const void *b)
@@ -962,12 +1247,42 @@ static void remove_dead_partial(struct elided *d, const char *name)
 	remove_stale(d, name);
 }
 
+/* Tracked processes by pid, for a pass over the directory: one look-up per
+ * file instead of a walk of the list (1,000 processes, 1,000 files). */
+struct pid_ref {
+	pid_t pid;
+	struct tracked_process *p;
+};
+
+static int cmp_pid_ref(const void *a, const void *b)
+{
+	pid_t x = ((const struct pid_ref *)a)->pid, y = ((const struct pid_ref *)b)->pid;
+
+	return x < y ? -1 : x > y;
+}
+
+static struct pid_ref *pid_index(struct elided *d, size_t *n)
+{
+	struct pid_ref *refs = calloc(d->nprocesses ? d->nprocesses : 1, sizeof(*refs));
+
+	*n = 0;
+	if (!refs)
+		return NULL;
+	for (struct tracked_process *p = d->processes; p && *n < d->nprocesses; p = p->next)
+		refs[(*n)++] = (struct pid_ref){ .pid = p->pid, .p = p };
+	qsort(refs, *n, sizeof(*refs), cmp_pid_ref);
+	return refs;
+}
+
 void elided_rescan(struct elided *d)
 {
 	DIR *dir;
 	struct dirent *de;
 	int fd = dup(d->runtime_dirfd);
-	size_t seen = 0, refused = 0, over_cap = 0;
+	size_t seen = 0, refused = 0, over_cap = 0, nrefs = 0;
+	/* adopt() only adds processes: an entry stays valid for this pass, and
+	 * one adopted during it is found by adopt() itself. */
+	_cleanup_free_ struct pid_ref *refs = pid_index(d, &nrefs);
 
 	if (fd < 0)
 		return;
@@ -989,9 +1304,20 @@ void elided_rescan(struct elided *d)
 			remove_dead_partial(d, de->d_name);
 			continue;
 		}
-		p = elided_find_process(d, pid);
+		if (refs) {
+			struct pid_ref key = { .pid = pid }, *ref = bsearch(&key, refs, nrefs, sizeof(*refs), cmp_pid_ref);
+
+			p = ref ? ref->p : NULL;
+		} else {
+			p = elided_find_process(d, pid);
+		}
 		if (!p || strcmp(p->seg_name, de->d_name)) {
-			int r = adopt(d, de->d_name, true);
+			int r;
+
+			/* Its adoption pass comes (and a short-lived one never needs it). */
+			if (find_pending(d, de->d_name))
+				continue;
+			r = adopt(d, de->d_name, true);
 
 			/* What the daemon cannot see, for status. */
 			if (r == -EDQUOT)
@@ -1033,7 +1359,7 @@ void elided_reap(struct elided *d, pid_t pid)
 		/* A pid reused by a new process is not the one we track. */
 		if (seg_proc_start_time(NULL, pid, &start) == 0 && start == p->start_time)
 			return;
-		log_info("pid %d exited", (int)pid);
+		log_debug("pid %d exited", (int)pid);
 		untrack(d, pp, true);
 		return;
 	}
@@ -1053,7 +1379,7 @@ void elided_process_exited(struct elided *d, pid_t pid, uint64_t start_time)
 		/* An earlier holder of the pid: the tracked one lives on. */
 		if ((*pp)->start_time != start_time)
 			return;
-		log_info("pid %d exited", (int)pid);
+		log_debug("pid %d exited", (int)pid);
 		untrack(d, pp, true);
 		return;
 	}
@@ -1061,6 +1387,7 @@ void elided_process_exited(struct elided *d, pid_t pid, uint64_t start_time)
 
 void elided_forget_all(struct elided *d)
 {
+	d->pending.n = 0;
 	while (d->processes)
 		untrack(d, &d->processes, false);
 	d->unseen.refused = d->unseen.over_cap = d->unseen.uids_at_cap = 0;
@@ -1163,11 +1490,33 @@ static int override_locks(struct tracked_process *p, const char *lock, enum poli
 		p->locks[i].override = (uint8_t)mode;
 		n++;
 	}
+	if (n && mode != POLICY_MODE_UNSET)
+		p->lock_overrides = true;
 	return n;
 }
 
+/* elidectl set or reset, logged with who asked. */
+static void override_event(struct elided *d, const struct tracked_process *p, const char *lock,
+			   enum policy_mode mode, uid_t caller)
+{
+	struct elided_event ev = process_event(p, mode == POLICY_MODE_UNSET ? ELIDED_EVENT_OVERRIDE_RESET :
+									  ELIDED_EVENT_OVERRIDE);
+
+	ev.lock = lock;
+	ev.mode = decision_mode_name(mode);
+	ev.source = "override";
+	ev.caller_uid = caller;
+	ev.reason = mode == POLICY_MODE_UNSET ? "runtime override dropped" : "set at runtime";
+	if (mode == POLICY_MODE_UNSET)
+		elided_event(d, &ev, "pid %d (%s): %s%s reset to the configured policy by uid %u", (int)p->pid,
+			     ev.exe, lock ? "lock " : "runtime policy", lock ? lock : "", (unsigned)caller);
+	else
+		elided_event(d, &ev, "pid %d (%s): %s%s set to %s at runtime by uid %u", (int)p->pid, ev.exe,
+			     lock ? "lock " : "mode", lock ? lock : "", ev.mode, (unsigned)caller);
+}
+
 int elided_set_override(struct elided *d, struct tracked_process *p, const char *lock, enum policy_mode mode,
-			char *err, size_t errlen)
+			uid_t caller, char *err, size_t errlen)
 {
 	if (mode == POLICY_MODE_UNSET) {
 		snprintf(err, errlen, "invalid mode");
@@ -1175,30 +1524,29 @@ int elided_set_override(struct elided *d, struct tracked_process *p, const char 
 	}
 	if (!lock) {
 		p->override = mode;
-		log_info("pid %d: mode %s set at runtime", (int)p->pid, policy_mode_to_string(mode));
-	} else {
-		if (override_locks(p, lock, mode) == 0) {
-			snprintf(err, errlen, "pid %d has no lock named '%s'", (int)p->pid, lock);
-			return -ENOENT;
-		}
-		log_info("pid %d: lock %s set to %s at runtime", (int)p->pid, lock, policy_mode_to_string(mode));
+	} else if (override_locks(p, lock, mode) == 0) {
+		snprintf(err, errlen, "pid %d has no lock named '%s'", (int)p->pid, lock);
+		return -ENOENT;
 	}
+	override_event(d, p, lock, mode, caller);
 	/* Push now rather than at the next interval. */
 	refresh_process(d, p);
 	return 0;
 }
 
-int elided_reset_override(struct elided *d, struct tracked_process *p, const char *lock, char *err, size_t errlen)
+int elided_reset_override(struct elided *d, struct tracked_process *p, const char *lock, uid_t caller, char *err,
+			  size_t errlen)
 {
 	if (!lock) {
 		p->override = POLICY_MODE_UNSET;
 		for (size_t i = 0; i < p->nlocks; i++)
 			p->locks[i].override = POLICY_MODE_UNSET;
-		log_info("pid %d: runtime policy reset", (int)p->pid);
+		p->lock_overrides = false;
 	} else if (override_locks(p, lock, POLICY_MODE_UNSET) == 0) {
 		snprintf(err, errlen, "pid %d has no lock named '%s'", (int)p->pid, lock);
 		return -ENOENT;
 	}
+	override_event(d, p, lock, POLICY_MODE_UNSET, caller);
 	refresh_process(d, p);
 	return 0;
 }
@@ -1222,4 +1570,8 @@ void elided_free_processes(struct elided *d)
 		process_free(p);
 	}
 	d->nprocesses = 0;
+	d->pending.timer = sd_event_source_disable_unref(d->pending.timer);
+	free(d->pending.list);
+	d->pending.list = NULL;
+	d->pending.n = d->pending.alloc = 0;
 }

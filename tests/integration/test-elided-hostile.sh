@@ -116,7 +116,7 @@ serving() {
 }
 
 # ---- the daemon ---------------------------------------------------------------
-"$elided" --config "$tmp/elide.conf" --runtime-dir "$rundir" --no-bus --no-bpf >"$log" 2>&1 &
+"$elided" --verbose --config "$tmp/elide.conf" --runtime-dir "$rundir" --no-bus --no-bpf >"$log" 2>&1 &
 daemon=$!
 poll 10 in_log "discovery:" || { cat "$log" >&2; fail "elided did not start"; exit 1; }
 ok "elided started (pid $daemon), idle RSS $(rss_kb) kB"

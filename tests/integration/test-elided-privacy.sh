@@ -39,7 +39,7 @@ cat > "$tmp/elide.conf" <<EOF
 daemon: { interval = 0.2; };
 default: { mode = "adaptive"; };
 EOF
-"$elided" --config "$tmp/elide.conf" --runtime-dir "$rundir" --no-bpf >"$log" 2>&1 &
+"$elided" --verbose --config "$tmp/elide.conf" --runtime-dir "$rundir" --no-bpf >"$log" 2>&1 &
 daemon=$!
 poll 10 "${B[@]}" get-property $NAME $OBJ $IFACE Version || { cat "$log" >&2; echo "FAIL: elided not on the bus" >&2; exit 1; }
 ok "elided on a bus with the shipped policy"

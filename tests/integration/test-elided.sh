@@ -97,6 +97,13 @@ if poll 30 lock_reason_is "${pid_of[wl-lock]}" cache_lock config; then
 	*config*) fail "lock rule also hit table_lock" ;;
 	*) ok "lock rule: table_lock not matched (decided by '${by:-nobody}')" ;;
 	esac
+	# The decision is an event, logged once (issue 14).
+	n=$(grep -c "pid ${pid_of[wl-lock]} (.*): lock cache_lock no longer elided (config: " "$tmp/elided.log")
+	[ "$n" -eq 1 ] && ok "event: the lock rule's decision logged once" ||
+		fail "event: lock rule's decision logged $n times: $(grep "lock cache_lock" "$tmp/elided.log" | head -3)"
+	n=$(grep -c "pid ${pid_of[wl-exe-on]} (.*): mode on (config: the rule of " "$tmp/elided.log")
+	[ "$n" -eq 1 ] && ok "event: the exe rule's mode logged once" ||
+		fail "event: exe rule's mode logged $n times"
 else
 	fail "lock rule not applied: cache_lock reason '$(lock_reason "${pid_of[wl-lock]}" cache_lock)'"
 	"$elidectl" show "${pid_of[wl-lock]}" --runtime-dir "$rundir" --json >&2
@@ -112,6 +119,10 @@ poll 15 mode_is "$p" off && ok "override: SetProcessMode off applied" || fail "o
 grep -q "NoSuchLock\|no lock" "$tmp/err" && ok "unknown lock refused: $(head -c 120 "$tmp/err")" || fail "unknown lock error: $(cat "$tmp/err")"
 "${B[@]}" call $NAME $OBJ $IFACE SetProcessMode us "$p" sometimes 2>"$tmp/err" && fail "invalid mode accepted"
 grep -qi "invalid" "$tmp/err" && ok "invalid mode refused" || fail "invalid mode error: $(cat "$tmp/err")"
+grep -q "pid $p (.*): mode set to off at runtime by uid $(id -u)\$" "$tmp/elided.log" &&
+	ok "event: SetProcessMode logged with the caller's uid" || fail "event: no override line with the caller's uid"
+grep -q "pid $p (.*): lock cache_lock set to off at runtime by uid $(id -u)\$" "$tmp/elided.log" &&
+	ok "event: SetLockMode logged with the caller's uid" || fail "event: no lock override line"
 "${B[@]}" call $NAME $OBJ $IFACE GetLocks u 999999 2>"$tmp/err" && fail "GetLocks of an unknown pid succeeded"
 grep -q "NoSuchProcess\|No libelide process" "$tmp/err" && ok "unknown pid refused" || fail "unknown pid error: $(cat "$tmp/err")"
 
@@ -128,6 +139,10 @@ lock_reason_is "${pid_of[wl-lock]}" cache_lock config && ok "restart: lock rule 
 
 "${B[@]}" call $NAME $OBJ $IFACE ResetProcess u "$p" >/dev/null || fail "ResetProcess failed"
 poll 15 mode_is "$p" adaptive && ok "reset: back to the configured mode" || fail "reset not applied: $(seg_mode "$p")"
+grep -q "pid $p (.*): runtime policy reset to the configured policy by uid $(id -u)\$" "$tmp/elided.log" &&
+	ok "event: ResetProcess logged with the caller's uid" || fail "event: no reset line"
+# A process's life is not worth an info line (debug only: this log is --verbose).
+grep -q "tracking pid $p " "$tmp/elided.log" && ok "lifecycle logged at debug level" || fail "no debug lifecycle line"
 
 # ---- reload ------------------------------------------------------------------
 write_config on

@@ -31,6 +31,7 @@
 #include <systemd/sd-event.h>
 
 #include "dbus.h"
+#include "events.h"
 #include "discovery.h"
 #include "elided.h"
 #include "macros.h"
@@ -49,6 +50,7 @@ static struct {
 	int set, reset, reload;
 	char lock[64];          /* last lock argument, "" for the process */
 	enum policy_mode mode;
+	uid_t caller;           /* who the last set or reset came from */
 	bool reload_fails;
 	int totals_error;       /* elided_read_lock_totals fails with it */
 	int check_owner;        /* elided_check_owner calls */
@@ -105,13 +107,34 @@ static int stub_lock(struct tracked_process *p, const char *lock, struct lock_vi
 	return -ENOENT;
 }
 
+/* A lock-off event about p, as process.c sends one. */
+static void emit_decision(struct elided *daemon, const struct tracked_process *p)
+{
+	struct elided_event ev = {
+		.kind = ELIDED_EVENT_LOCK_OFF,
+		.priority = LOG_INFO,
+		.pid = p->pid,
+		.uid = p->uid,
+		.exe = p->exe,
+		.lock = "stats_lock",
+		.mode = "off",
+		.source = "adaptation",
+		.reason = "its transactions kept aborting",
+		.caller_uid = ELIDED_NO_UID,
+		.old_uid = ELIDED_NO_UID,
+	};
+
+	elided_bus_emit_event(daemon, &ev);
+}
+
 int elided_set_override(struct elided *d, struct tracked_process *p, const char *lock, enum policy_mode mode,
-			char *err, size_t errlen)
+			uid_t caller, char *err, size_t errlen)
 {
 	struct lock_view *v;
 	int r;
 
 	calls.set++;
+	calls.caller = caller;
 	snprintf(calls.lock, sizeof(calls.lock), "%s", lock ? lock : "");
 	calls.mode = mode;
 	if (!lock) {
@@ -125,13 +148,14 @@ int elided_set_override(struct elided *d, struct tracked_process *p, const char 
 	return 0;
 }
 
-int elided_reset_override(struct elided *daemon, struct tracked_process *p, const char *lock, char *err,
-			  size_t errlen)
+int elided_reset_override(struct elided *daemon, struct tracked_process *p, const char *lock, uid_t caller,
+			  char *err, size_t errlen)
 {
 	struct lock_view *v;
 	int r;
 
 	calls.reset++;
+	calls.caller = caller;
 	/* A hook for the unprivileged child: signals, sent from the server's
 	 * thread, about both processes, then B (the child's) becomes root's. */
 	if (lock && !strcmp(lock, "emit-signals")) {
@@ -140,6 +164,8 @@ int elided_reset_override(struct elided *daemon, struct tracked_process *p, cons
 		elided_bus_emit_process_added(daemon, &proc_a);
 		elided_bus_emit_process_removed(daemon, &proc_a);
 		elided_bus_emit_process_added(daemon, &proc_b);
+		emit_decision(daemon, &proc_a);
+		emit_decision(daemon, &proc_b);
 		proc_b.uid = 0;
 		elided_bus_emit_owner_changed(daemon, &proc_b, old);
 		return 0;
@@ -901,6 +927,7 @@ START_TEST(test_overrides)
 
 	assert_call_ok("SetProcessMode", "us", (uint32_t)PID_A, "off");
 	ck_assert_int_eq(calls.set, 1);
+	ck_assert_uint_eq(calls.caller, getuid()); /* the bus daemon's word, for the event */
 	ck_assert_str_eq(calls.lock, "");
 	ck_assert_int_eq(calls.mode, POLICY_MODE_OFF);
 	n = list_processes(client, &list, prow, 4);
@@ -917,8 +944,10 @@ START_TEST(test_overrides)
 	assert_call_ok("ResetLock", "us", (uint32_t)PID_A, "stats_lock");
 	ck_assert_int_eq(calls.reset, 1);
 	ck_assert_int_eq(locks_a[0].override, POLICY_MODE_UNSET);
+	calls.caller = (uid_t)12345;
 	assert_call_ok("ResetProcess", "u", (uint32_t)PID_A);
 	ck_assert_int_eq(calls.reset, 2);
+	ck_assert_uint_eq(calls.caller, getuid());
 	ck_assert_str_eq(calls.lock, "");
 	ck_assert_int_eq(proc_a.override, POLICY_MODE_UNSET);
 	ck_assert_int_eq(locks_a[1].override, POLICY_MODE_UNSET);
@@ -1006,6 +1035,7 @@ END_TEST
 
 struct seen_signals {
 	int added_a, removed_a, added_b, removed_b, other;
+	int decision_a, decision_b;
 };
 
 static int record_signal(sd_bus_message *m, void *userdata, sd_bus_error *error)
@@ -1014,6 +1044,17 @@ static int record_signal(sd_bus_message *m, void *userdata, sd_bus_error *error)
 	uint32_t pid = 0;
 	bool added = sd_bus_message_is_signal(m, ELIDED_BUS_INTERFACE, "ProcessAdded");
 
+	if (sd_bus_message_is_signal(m, ELIDED_BUS_INTERFACE, "Decision")) {
+		if (sd_bus_message_read(m, "u", &pid) <= 0)
+			seen->other++;
+		else if (pid == PID_A)
+			seen->decision_a++;
+		else if (pid == PID_B)
+			seen->decision_b++;
+		else
+			seen->other++;
+		return 0;
+	}
 	if (!added && !sd_bus_message_is_signal(m, ELIDED_BUS_INTERFACE, "ProcessRemoved"))
 		return 0;
 	if (sd_bus_message_read(m, "u", &pid) <= 0)
@@ -1117,6 +1158,184 @@ START_TEST(test_signals)
 	/* No bus: a no-op. */
 	elided_bus_emit_process_added(&none, &proc_a);
 	elided_bus_emit_process_removed(&none, &proc_a);
+}
+END_TEST
+
+struct decision {
+	int n;
+	uint32_t pid, caller_uid;
+	char exe[64], event[32], lock[64], mode[16], source[16], reason[128], message_id[40];
+	int reloaded;
+	int ok;
+	char result[128];
+};
+
+static int record_decision(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	struct decision *dec = userdata;
+	const char *exe, *event, *lock, *mode, *source, *reason, *message_id, *result;
+	int ok;
+
+	if (sd_bus_message_is_signal(m, ELIDED_BUS_INTERFACE, "Reloaded")) {
+		ck_assert_int_gt(sd_bus_message_read(m, "bs", &ok, &result), 0);
+		dec->ok = ok;
+		snprintf(dec->result, sizeof(dec->result), "%s", result);
+		dec->reloaded++;
+		return 0;
+	}
+	if (!sd_bus_message_is_signal(m, ELIDED_BUS_INTERFACE, "Decision"))
+		return 0;
+	ck_assert_int_gt(sd_bus_message_read(m, "usssssssu", &dec->pid, &exe, &event, &lock, &mode, &source, &reason,
+					     &message_id, &dec->caller_uid), 0);
+	snprintf(dec->exe, sizeof(dec->exe), "%s", exe);
+	snprintf(dec->event, sizeof(dec->event), "%s", event);
+	snprintf(dec->lock, sizeof(dec->lock), "%s", lock);
+	snprintf(dec->mode, sizeof(dec->mode), "%s", mode);
+	snprintf(dec->source, sizeof(dec->source), "%s", source);
+	snprintf(dec->reason, sizeof(dec->reason), "%s", reason);
+	snprintf(dec->message_id, sizeof(dec->message_id), "%s", message_id);
+	dec->n++;
+	return 0;
+}
+
+/* Decision and Reloaded carry the event whole, to subscribers only. */
+START_TEST(test_decision_signals)
+{
+	struct decision dec = {};
+	struct elided_event ev = {
+		.kind = ELIDED_EVENT_OVERRIDE,
+		.priority = LOG_INFO,
+		.pid = PID_A,
+		.uid = proc_a.uid,
+		.exe = "/usr/bin/with\nnewline\xff",
+		.lock = "stats_lock",
+		.mode = "off",
+		.source = "override",
+		.reason = "set at runtime",
+		.caller_uid = 1234,
+		.old_uid = ELIDED_NO_UID,
+	};
+	struct elided_event reload = {
+		.kind = ELIDED_EVENT_RELOAD,
+		.priority = LOG_ERR,
+		.source = "reload",
+		.reason = "/etc/elide.conf:3: unknown setting 'bogus'",
+		.caller_uid = ELIDED_NO_UID,
+		.old_uid = ELIDED_NO_UID,
+	};
+
+	ck_assert_int_ge(sd_bus_match_signal(client, NULL, NULL, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, NULL,
+					     record_decision, &dec), 0);
+	server_pause();
+	elided_bus_emit_event(&d, &ev); /* not subscribed: nothing */
+	ck_assert_int_ge(sd_bus_flush(d.bus), 0);
+	server_start();
+	pump(client, NULL, 0, 300);
+	ck_assert_int_eq(dec.n, 0);
+
+	assert_call_ok("Subscribe", NULL);
+	server_pause();
+	elided_bus_emit_event(&d, &ev);
+	elided_bus_emit_event(&d, &reload);
+	ck_assert_int_ge(sd_bus_flush(d.bus), 0);
+	server_start();
+	ck_assert_msg(pump(client, &dec.reloaded, 1, 5000), "Reloaded not received");
+	ck_assert_int_eq(dec.n, 1);
+	ck_assert_uint_eq(dec.pid, PID_A);
+	ck_assert_str_eq(dec.event, "override");
+	ck_assert_str_eq(dec.lock, "stats_lock");
+	ck_assert_str_eq(dec.mode, "off");
+	ck_assert_str_eq(dec.source, "override");
+	ck_assert_str_eq(dec.reason, "set at runtime");
+	ck_assert_str_eq(dec.message_id, elided_event_message_id(ELIDED_EVENT_OVERRIDE));
+	ck_assert_uint_eq(dec.caller_uid, 1234);
+	/* Not valid UTF-8: the bus would refuse the message; it is made valid. */
+	ck_assert_ptr_nonnull(strstr(dec.exe, "/usr/bin/with"));
+	ck_assert_int_eq(dec.ok, 0);
+	ck_assert_str_eq(dec.result, "/etc/elide.conf:3: unknown setting 'bogus'");
+	assert_call_ok("Unsubscribe", NULL);
+}
+END_TEST
+
+static const char *field(const struct iovec *iov, size_t n, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < n; i++)
+		if (iov[i].iov_len > len && !memcmp(iov[i].iov_base, name, len) &&
+		    ((const char *)iov[i].iov_base)[len] == '=') {
+			static char value[256];
+
+			snprintf(value, sizeof(value), "%.*s", (int)(iov[i].iov_len - len - 1),
+				 (const char *)iov[i].iov_base + len + 1);
+			return value;
+		}
+	return NULL;
+}
+
+/* The journal entry: MESSAGE_ID per kind, ELIDE_* fields, no control
+ * characters from hostile names, no field cut in half. */
+START_TEST(test_event_fields)
+{
+	struct iovec iov[ELIDED_EVENT_FIELDS];
+	char buf[2048], small[80];
+	struct elided_event ev = {
+		.kind = ELIDED_EVENT_OVERRIDE,
+		.priority = LOG_INFO,
+		.pid = 4242,
+		.uid = 1000,
+		.exe = "/tmp/evil\nMESSAGE_ID=forged",
+		.lock = "stats_lock",
+		.mode = "off",
+		.source = "override",
+		.reason = "set at runtime",
+		.caller_uid = 1000,
+		.old_uid = ELIDED_NO_UID,
+	};
+	size_t n = elided_event_fields(&ev, "pid 4242: lock stats_lock set to off", iov, buf, sizeof(buf));
+	const char *ids[ELIDED_EVENT_KIND_MAX];
+
+	ck_assert_str_eq(field(iov, n, "MESSAGE"), "pid 4242: lock stats_lock set to off");
+	ck_assert_str_eq(field(iov, n, "MESSAGE_ID"), elided_event_message_id(ELIDED_EVENT_OVERRIDE));
+	ck_assert_str_eq(field(iov, n, "PRIORITY"), "6");
+	ck_assert_str_eq(field(iov, n, "ELIDE_EVENT"), "override");
+	ck_assert_str_eq(field(iov, n, "ELIDE_PID"), "4242");
+	ck_assert_str_eq(field(iov, n, "OBJECT_PID"), "4242");
+	ck_assert_str_eq(field(iov, n, "ELIDE_UID"), "1000");
+	ck_assert_str_eq(field(iov, n, "ELIDE_EXE"), "/tmp/evil?MESSAGE_ID=forged");
+	ck_assert_str_eq(field(iov, n, "ELIDE_LOCK"), "stats_lock");
+	ck_assert_str_eq(field(iov, n, "ELIDE_MODE"), "off");
+	ck_assert_str_eq(field(iov, n, "ELIDE_SOURCE"), "override");
+	ck_assert_str_eq(field(iov, n, "ELIDE_CALLER_UID"), "1000");
+	ck_assert_ptr_null(field(iov, n, "ELIDE_OLD_UID"));
+	for (size_t i = 0; i < n; i++)
+		ck_assert_ptr_null(memchr(iov[i].iov_base, '\n', iov[i].iov_len));
+
+	/* Every kind has its own 128-bit id, and a name. */
+	for (int k = 0; k < ELIDED_EVENT_KIND_MAX; k++) {
+		ids[k] = elided_event_message_id((enum elided_event_kind)k);
+		ck_assert_uint_eq(strlen(ids[k]), 32);
+		ck_assert_uint_eq(strspn(ids[k], "0123456789abcdef"), 32);
+		ck_assert_str_ne(elided_event_name((enum elided_event_kind)k), "unknown");
+		for (int j = 0; j < k; j++)
+			ck_assert_str_ne(ids[j], ids[k]);
+	}
+
+	/* A reload: no process fields. */
+	ev = (struct elided_event){ .kind = ELIDED_EVENT_RELOAD, .priority = LOG_ERR, .reason = "x:1: bad",
+				    .caller_uid = ELIDED_NO_UID, .old_uid = ELIDED_NO_UID };
+	n = elided_event_fields(&ev, "reload refused", iov, buf, sizeof(buf));
+	ck_assert_ptr_null(field(iov, n, "ELIDE_PID"));
+	ck_assert_ptr_null(field(iov, n, "OBJECT_PID"));
+	ck_assert_ptr_null(field(iov, n, "ELIDE_CALLER_UID"));
+	ck_assert_str_eq(field(iov, n, "ELIDE_REASON"), "x:1: bad");
+
+	/* Too small a buffer: whole fields or none. */
+	n = elided_event_fields(&ev, "reload refused", iov, small, sizeof(small));
+	ck_assert_uint_ge(n, 2);
+	ck_assert_str_eq(field(iov, n, "MESSAGE"), "reload refused");
+	for (size_t i = 0; i < n; i++)
+		ck_assert_ptr_nonnull(memchr(iov[i].iov_base, '=', iov[i].iov_len));
 }
 END_TEST
 
@@ -1237,11 +1456,13 @@ static int child_signals(sd_bus *bus)
 		return 32;
 	if (!pump(bus, &seen.removed_b, 1, 5000))
 		return 33;
-	if (seen.added_a || seen.removed_a || seen.other) {
-		fprintf(stderr, "test-dbus: unprivileged subscriber saw another user's process: %d %d %d\n",
-			seen.added_a, seen.removed_a, seen.other);
+	if (seen.added_a || seen.removed_a || seen.decision_a || seen.other) {
+		fprintf(stderr, "test-dbus: unprivileged subscriber saw another user's process: %d %d %d %d\n",
+			seen.added_a, seen.removed_a, seen.decision_a, seen.other);
 		return 34;
 	}
+	if (seen.decision_b != 1)
+		return 36;
 	if (seen.added_b != 1 || seen.removed_b != 1)
 		return 35;
 	return 0;
@@ -1505,6 +1726,7 @@ static Suite *dbus_suite(void)
 	TCase *tc = tcase_create("manager");
 
 	tcase_add_test(tc_access, test_may_access);
+	tcase_add_test(tc_access, test_event_fields);
 	suite_add_tcase(s, tc_access);
 
 	tcase_add_checked_fixture(tc, setup, teardown);
@@ -1520,6 +1742,7 @@ static Suite *dbus_suite(void)
 	tcase_add_test(tc, test_fresh_owner);
 	tcase_add_test(tc, test_reload);
 	tcase_add_test(tc, test_signals);
+	tcase_add_test(tc, test_decision_signals);
 	tcase_add_test(tc, test_busctl_introspect);
 	tcase_add_test(tc, test_unprivileged_caller);
 	suite_add_tcase(s, tc);
