@@ -155,7 +155,9 @@ EOF
 			t0=$(now)
 			"$b/elided/elided" --config "$tmp/elide.conf" --runtime-dir "$rundir" --no-bus --no-bpf >"$log" 2>&1 &
 			daemon=$!
-			adopted() { grep -c "tracking pid" "$log" || true; }
+			# Adopted segments stay mapped (read-only) in elided: count the
+			# mappings (its log names adoptions only at debug level).
+			adopted() { grep -c '\.seg$' "/proc/$daemon/maps" 2>/dev/null || true; }
 			for _ in $(seq 1 1200); do
 				[ "$(adopted)" -ge "$p_procs" ] && break
 				kill -0 "$daemon" 2>/dev/null || { cat "$log" >&2; die "elided ($tag) died"; }
