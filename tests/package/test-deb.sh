@@ -177,7 +177,8 @@ done
 [ -n "$unit" ] && ok "unit: $unit" || fail "no elided.service under /lib/systemd/system or /usr/lib/systemd/system"
 for f in /usr/sbin/elided /usr/bin/elidectl /usr/lib/tmpfiles.d/elide.conf \
 	/usr/share/dbus-1/system.d/org.elide.elided1.conf /usr/include/elide.h \
-	"/usr/lib/$ma/pkgconfig/elide.pc" /usr/share/bash-completion/completions/elidectl; do
+	"/usr/lib/$ma/pkgconfig/elide.pc" /usr/share/bash-completion/completions/elidectl \
+	/usr/share/zsh/vendor-completions/_elidectl /usr/share/fish/vendor_completions.d/elidectl.fish; do
 	[ -f "$f" ] || fail "$f is not installed"
 done
 for page in elided.8 elidectl.1 elide.conf.5 libelide.7 elide.h.3; do
@@ -415,7 +416,7 @@ sleep 0.5 # the segments of the stopped program and elided's own cleanup
 
 # ---- purge -------------------------------------------------------------------------
 dpkg -L "${packages[@]}" 2>/dev/null | while read -r f; do
-	[ -d "$f" ] && [ ! -L "$f" ] || echo "$f"
+	[ -d "$f" ] || echo "$f" # directories (or links to one, /lib on merged /usr) stay
 done | sort -u > "$tmp/files"
 if purge; then
 	installed=no
