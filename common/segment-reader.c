@@ -223,6 +223,9 @@ struct seg_source {
 	const char *name;
 	dev_t dev;
 	ino_t ino;
+	/* The file as it was mapped, trusted instead of a fresh fstatat
+	 * (SEG_READ_MAP_NO_STAT). */
+	const struct stat *mapped_st;
 };
 
 static int source_copy(const struct seg_source *src, void *buf, size_t size, uint64_t offset)
@@ -240,6 +243,10 @@ static int source_stat(const struct seg_source *src, struct stat *st)
 {
 	if (!src->map)
 		return fstat(src->fd, st) < 0 ? -errno : 0;
+	if (src->mapped_st) {
+		*st = *src->mapped_st;
+		return 0;
+	}
 	if (fstatat(src->dirfd, src->name, st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	if (st->st_dev != src->dev || st->st_ino != src->ino)
@@ -637,6 +644,7 @@ struct seg_map {
 	size_t size;
 	dev_t dev;
 	ino_t ino;
+	struct stat st;               /* the file when mapped */
 };
 
 /*
@@ -713,6 +721,7 @@ int seg_map_open(int dirfd, const char *name, struct seg_map **ret, char *err, s
 	m->size = (size_t)st.st_size;
 	m->dev = st.st_dev;
 	m->ino = st.st_ino;
+	m->st = st;
 	m->base = mmap(NULL, m->size, PROT_READ, MAP_SHARED, fd, 0);
 	if (m->base == MAP_FAILED)
 		return seg_error(err, errlen, -errno, name, "cannot map: %m");
@@ -745,6 +754,8 @@ int seg_map_read_each(struct seg_map *m, int dirfd, unsigned flags, uint32_t max
 		return -EINVAL;
 	if (err && errlen)
 		err[0] = '\0';
+	if ((flags & SEG_READ_MAP_NO_STAT) && !(flags & SEG_READ_CHECK_PROCESS))
+		src.mapped_st = &m->st;
 	r = source_stat(&src, &st);
 	if (r == -ESTALE)
 		return seg_error(err, errlen, -ESTALE, m->name, "replaced by another file (map it again)");

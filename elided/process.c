@@ -788,6 +788,10 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	 * intervals (missed exits), not each time: two /proc files less per
 	 * process. */
 	unsigned flags = p->refreshes++ % ELIDED_PROC_CHECK_EVERY == 0 ? SEG_READ_CHECK_PROCESS : 0;
+	/* The mapping is trusted between those checks: a file put under the
+	 * name (an exec'd image) comes with an inotify event, which drops the
+	 * mapping (elided_defer_segment). */
+	flags |= SEG_READ_MAP_NO_STAT;
 	bool streamed = false;
 	struct pass ps;
 	int r;
@@ -1127,8 +1131,19 @@ static int on_adopt_timer(sd_event_source *s, uint64_t usec, void *userdata)
 void elided_defer_segment(struct elided *d, const char *name)
 {
 	struct pending_segment *e;
+	struct tracked_process *tracked;
 	size_t len = strlen(name);
-	uint64_t now;
+	uint64_t now, start;
+	pid_t pid;
+
+	/* A new file under a tracked process's name (an exec'd image): the
+	 * next read maps it afresh, since reads trust the mapping. */
+	if (seg_parse_name(name, &pid, &start) == 0 && (tracked = elided_find_process(d, pid)) &&
+	    !strcmp(tracked->seg_name, name)) {
+		seg_map_close(tracked->map);
+		tracked->map = NULL;
+		return;
+	}
 
 	if (len >= sizeof(e->name) || !d->event || sd_event_now(d->event, CLOCK_MONOTONIC, &now) < 0) {
 		adopt(d, name, false);

@@ -8,6 +8,8 @@
 #   - a re-adopted process keeps its runtime override and the log says so;
 #   - a process killed while its parent does not reap it (a zombie, whose
 #     /proc/PID/stat still shows its start time) is untracked at once;
+#   - an exec'd image (a new segment under the same name) is seen within an
+#     interval;
 #   - the runtime directory removed and re-created under it: warned once,
 #     and segments in the new directory are adopted;
 #   - status reports the segments it does not track (refused, over the
@@ -93,6 +95,19 @@ poll 10 zombie && ok "pid $z is a zombie (not reaped)" || fail "pid $z is not a 
 if poll 4 not_listed "$z"; then ok "zombie untracked within one interval"; else fail "zombie $z still tracked after 4 s"; fi
 zombie && ok "...while still unreaped" || note "the zombie was reaped meanwhile"
 poll 4 bash -c "! ls '$rundir' | grep -q '^$z-'" && ok "its segment was removed" || fail "segment of $z left behind"
+
+# ---- 2b. exec: the new image's segment under the same name --------------------
+# Between checked reads elided trusts its mapping of a segment; the inotify
+# event of the new image's file makes it map the file again, so the new
+# image is seen within an interval, not at the next checked read.
+ELIDE_RUNTIME_DIR="$rundir" LD_PRELOAD="$preload" sh -c 'sleep 3; exec sleep 300' &
+x=$!
+pids+=("$x")
+comm_of() { "${B[@]}" call $NAME $OBJ $IFACE ListProcesses | jq -r --argjson pid "$1" '.data[0][] | select(.[0] == $pid) | .[3]'; }
+comm_is() { [ "$(comm_of "$1")" = "$2" ]; }
+poll 10 comm_is "$x" sh && ok "pid $x tracked as sh" || fail "pid $x not tracked as sh: '$(comm_of "$x")'"
+poll 10 bash -c "[ \"\$(cat /proc/$x/comm)\" = sleep ]" || fail "pid $x did not exec sleep"
+if poll 4 comm_is "$x" sleep; then ok "exec: the new image seen within one interval"; else fail "exec: pid $x still '$(comm_of "$x")' 4 s after its exec"; fi
 
 # ---- 3. the runtime directory removed and re-created --------------------------
 rm -rf "$rundir"

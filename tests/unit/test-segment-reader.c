@@ -970,6 +970,48 @@ START_TEST(test_map_replaced_and_resized)
 }
 END_TEST
 
+/* SEG_READ_MAP_NO_STAT trusts the mapping: a file put under the name is
+ * not seen (the caller learns of it from inotify), a truncation is. */
+START_TEST(test_map_no_stat)
+{
+	WITH_SEG(s, 16, 4);
+	struct seg_snapshot *snap = NULL;
+	struct seg_map *m;
+	char err[SEG_ERR_MAX] = "", tmp[80];
+	int fd;
+
+	seg_write(&s);
+	m = map_ok(s.name);
+	hdr(&s)->created_ns = 4242;
+	snprintf(tmp, sizeof(tmp), "%s.new", s.name);
+	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, s.buf, s.size, 0), (ssize_t)s.size);
+	close(fd);
+	ck_assert_int_eq(renameat(dfd, tmp, dfd, s.name), 0);
+
+	/* The mapped file, as it was: no stat, no -ESTALE. */
+	snap = map_read_ok(m, SEG_READ_MAP_NO_STAT);
+	ck_assert_uint_ne(snap->header.created_ns, 4242);
+	ck_assert_uint_eq(snap->nlocks, 5);
+	seg_snapshot_free(snap);
+	/* Without the flag the name is checked. */
+	map_read_fails(m, s.name, NULL, NULL, -ESTALE, "replaced by another file");
+	seg_map_close(m);
+
+	/* Truncated under a trusting read: still a clean failure. */
+	m = map_ok(s.name);
+	seg_truncate(s.name, 0);
+	snap = NULL;
+	ck_assert_int_eq(seg_map_read_each(m, dfd, SEG_READ_MAP_NO_STAT, UINT32_MAX, 0, NULL, NULL, &snap, err,
+					   sizeof(err)), -EBADMSG);
+	ck_assert_ptr_null(snap);
+	ck_assert_msg(strstr(err, "truncated while being read"), "err \"%s\"", err);
+	seg_map_close(m);
+	seg_done(&s);
+}
+END_TEST
+
 struct truncator {
 	const char *name;
 	uint32_t at_index;
@@ -1082,6 +1124,7 @@ int main(void)
 	tcase_add_test(tc, test_to_string);
 	tcase_add_test(tc, test_map_reads_like_pread);
 	tcase_add_test(tc, test_map_replaced_and_resized);
+	tcase_add_test(tc, test_map_no_stat);
 	tcase_add_test(tc, test_map_truncated_while_reading);
 	tcase_add_test(tc, test_map_other_sigbus_fatal);
 	suite_add_tcase(s, tc);
