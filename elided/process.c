@@ -1076,6 +1076,8 @@ static uint64_t adopt_delay_usec(struct elided *d)
 /* Adopt the k oldest waiting segments; the rest keep waiting. */
 static void adopt_oldest(struct elided *d, size_t k)
 {
+	if (k == 0)
+		return; /* and the list may be NULL: memmove must not see it */
 	d->pending.adopting = true;
 	for (size_t i = 0; i < k; i++)
 		if (d->pending.list[i].name[0])
