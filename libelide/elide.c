@@ -192,16 +192,30 @@ struct lock_local {
 	uint32_t burst;
 	uint32_t idx;                 /* its record index when the slot was filled */
 	uint32_t skip_left;           /* real acquisitions before the next probe, 0 = not counting */
-	uint32_t fail_streak;         /* acquisitions in a row that fell back */
 	/* 1-in-N counting per lock: one counter for all locks would alias (two
 	 * locks used in turn would split the samples or one would get them all). */
 	uint32_t sample_count;        /* drives 1-in-opts.sample counting */
-	uint32_t throttled_count;     /* drives 1-in-THROTTLED_SAMPLE counting */
+	uint16_t throttled_count;     /* drives 1-in-THROTTLED_SAMPLE counting */
+	uint8_t fail_streak;          /* acquisitions in a row that fell back, up to STREAK_MAX */
+	uint8_t burst_shift;          /* log2 of the next burst's length (burst_length()) */
+	uint32_t burst_stamp;         /* TSC >> BURST_TSC_SHIFT when the last burst was granted */
 };
 
-/* The longest burst: a policy or gate change reaches a thread within this
- * many of its acquisitions, and its counts run at most this far ahead. */
-#define BURST_MAX 64
+/*
+ * Burst lengths.  Each burst ends in the slow path (the record's counts,
+ * its gate, the control block: shared lines), which at 64 acquisitions was
+ * a third of what a backed-off contended lock cost over plain glibc.  So a
+ * burst that came back quickly earns one twice as long, up to BURST_MAX;
+ * one that took long drops back to BURST_MIN.  A policy or gate change
+ * therefore reaches a thread within its next BURST_MIN acquisitions, or
+ * within about two BURST_QUICK if it runs long bursts, and its counts run
+ * at most one burst ahead.
+ */
+#define BURST_MIN_SHIFT 6             /* 64 acquisitions */
+#define BURST_MAX_SHIFT 12            /* 4096 */
+#define BURST_MAX (1u << BURST_MAX_SHIFT)
+#define BURST_TSC_SHIFT 10            /* the stamp's unit: 1024 TSC ticks */
+#define BURST_QUICK 2048u             /* 2M ticks: under a millisecond at 2+ GHz */
 
 struct elide_thread {
 	unsigned depth;
@@ -248,8 +262,24 @@ static inline struct lock_local *local_of(const void *lock, const struct lock_re
 		l->burst = 0;
 		l->skip_left = 0;
 		l->fail_streak = 0;
+		l->burst_shift = 0;
 	}
 	return l;
+}
+
+/* The length of the burst granted now (see BURST_MIN_SHIFT): one TSC read
+ * per burst. */
+static inline uint32_t burst_length(struct lock_local *l)
+{
+	uint32_t now = (uint32_t)(__rdtsc() >> BURST_TSC_SHIFT);
+	bool quick = now - l->burst_stamp < BURST_QUICK;
+
+	l->burst_stamp = now;
+	if (!quick || l->burst_shift < BURST_MIN_SHIFT)
+		l->burst_shift = BURST_MIN_SHIFT;
+	else if (l->burst_shift < BURST_MAX_SHIFT)
+		l->burst_shift++;
+	return 1u << l->burst_shift;
 }
 
 static inline bool sample_now(struct lock_local *l)
@@ -556,7 +586,7 @@ static __attribute__((noinline)) bool probe_elide(void *lock, struct lock_rec *r
  * this acquisition is real, and so are the next `burst` of this thread,
  * which the fast path sends straight to glibc.  A backed-off lock's burst
  * ends before the span does, so the probe at the span's end runs here.
- * Counts are exact and written once per burst (two shared adds per up to
+ * Counts are exact and written once per burst (two shared adds per 65 to
  * BURST_MAX + 1 acquisitions); a lock still being watched for contention
  * gets no burst (each acquisition looks at the lock) and is sampled.
  */
@@ -571,10 +601,13 @@ static __attribute__((noinline)) void grant_burst(struct lock_local *l, struct l
 		l->burst = 0;
 		return;
 	}
-	if (gate > 0 && l->skip_left > 1)
-		n = l->skip_left - 1 < BURST_MAX ? l->skip_left - 1 : BURST_MAX;
-	else if (gate == GATE_NEVER)
-		n = BURST_MAX;
+	if (gate > 0 && l->skip_left > 1) {
+		uint32_t len = burst_length(l);
+
+		n = l->skip_left - 1 < len ? l->skip_left - 1 : len;
+	} else if (gate == GATE_NEVER) {
+		n = burst_length(l);
+	}
 	l->skip_left -= gate > 0 ? n : 0;
 	l->burst = n;
 	if (n == 0 && !sample_now(l))
