@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <systemd/sd-journal.h>
 #include <unistd.h>
 
@@ -125,6 +127,24 @@ void elided_events_init(bool native)
 	native_journal = native;
 }
 
+/* Whose per-uid log budget an event spends: the unprivileged side of it,
+ * so that a user's processes (thousands of locks backing off, a program
+ * toggling its euid) cannot flood the journal.  Root's are not limited. */
+static uid_t event_charged_uid(const struct elided_event *ev)
+{
+	if (ev->kind == ELIDED_EVENT_OWNER_CHANGED && ev->old_uid != ELIDED_NO_UID && ev->old_uid != 0)
+		return ev->old_uid;
+	return ev->pid > 0 ? ev->uid : 0;
+}
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 void elided_event(struct elided *d, const struct elided_event *ev, const char *fmt, ...)
 {
 	char message[512], buf[2048];
@@ -136,7 +156,8 @@ void elided_event(struct elided *d, const struct elided_event *ev, const char *f
 	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
 
-	if (ev->priority <= log_get_max_priority()) {
+	if (ev->priority <= log_get_max_priority() &&
+	    (!d || log_ratelimit_allow(&d->ratelimit, event_charged_uid(ev), ev->priority, monotonic_ns()))) {
 		n = native_journal ? elided_event_fields(ev, message, iov, buf, sizeof(buf)) : 0;
 		/* The journal gone (restarted, full): the line still goes out. */
 		if (!n || sd_journal_sendv(iov, (int)n) < 0)

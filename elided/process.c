@@ -705,6 +705,7 @@ static void log_read_problem(struct elided *d, struct tracked_process *p, int r,
  */
 static void owner_changed(struct elided *d, struct tracked_process *p, uid_t uid)
 {
+	struct elided_event ev;
 	uid_t old = p->uid;
 
 	p->override = POLICY_MODE_UNSET;
@@ -714,18 +715,15 @@ static void owner_changed(struct elided *d, struct tracked_process *p, uid_t uid
 	p->uid = uid;
 	p->control_valid = false;
 	decide(d, p); /* rules may name the user */
-	/* Limited by the unprivileged side: a program toggling its euid must
-	 * not flood the journal. */
-	if (log_ratelimit_allow(&d->ratelimit, old ? old : uid, LOG_NOTICE, now_ns())) {
-		struct elided_event ev = process_event(p, ELIDED_EVENT_OWNER_CHANGED);
-
-		ev.priority = LOG_NOTICE;
-		ev.source = "owner";
-		ev.old_uid = old;
-		ev.reason = "runtime overrides dropped";
-		elided_event(d, &ev, "pid %d (%s) changed owner uid %u -> uid %u; runtime overrides dropped",
-			     (int)p->pid, ev.exe, (unsigned)old, (unsigned)uid);
-	}
+	/* Logged within the unprivileged side's budget (elided_event): a
+	 * program toggling its euid must not flood the journal. */
+	ev = process_event(p, ELIDED_EVENT_OWNER_CHANGED);
+	ev.priority = LOG_NOTICE;
+	ev.source = "owner";
+	ev.old_uid = old;
+	ev.reason = "runtime overrides dropped";
+	elided_event(d, &ev, "pid %d (%s) changed owner uid %u -> uid %u; runtime overrides dropped", (int)p->pid,
+		     ev.exe, (unsigned)old, (unsigned)uid);
 	elided_bus_emit_owner_changed(d, p, old);
 }
 

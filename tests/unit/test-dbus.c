@@ -1275,6 +1275,69 @@ static const char *field(const struct iovec *iov, size_t n, const char *name)
 
 /* The journal entry: MESSAGE_ID per kind, ELIDE_* fields, no control
  * characters from hostile names, no field cut in half. */
+/* Lines written to `fd` so far (read without blocking). */
+static unsigned count_lines(int fd)
+{
+	char buf[4096];
+	unsigned n = 0;
+	ssize_t r;
+
+	while ((r = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < r; i++)
+			n += buf[i] == '\n';
+	return n;
+}
+
+/* An event about a user's process spends that user's log budget (the
+ * owner-change one the unprivileged side's); root's and a reload's do not. */
+START_TEST(test_event_ratelimit)
+{
+	static struct elided limited;
+	struct elided_event ev = {
+		.kind = ELIDED_EVENT_LOCK_OFF, .priority = LOG_INFO, .pid = 4242, .uid = 1000,
+		.exe = "/usr/bin/x", .caller_uid = ELIDED_NO_UID, .old_uid = ELIDED_NO_UID,
+	};
+	int fds[2];
+
+	ck_assert_int_eq(pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+	log_set_fd(fds[1]);
+	log_set_max_priority(LOG_INFO);
+	log_ratelimit_init(&limited.ratelimit, 60ull * 1000000000u, 3);
+	elided_events_init(false);
+
+	for (int i = 0; i < 10; i++)
+		elided_event(&limited, &ev, "lock %d of uid 1000 off", i);
+	ck_assert_uint_eq(count_lines(fds[0]), 3);
+
+	ev.uid = 0;
+	for (int i = 0; i < 10; i++)
+		elided_event(&limited, &ev, "lock %d of root off", i);
+	ck_assert_uint_eq(count_lines(fds[0]), 10);
+
+	/* root -> uid 1001 -> root...: charged to the user either way. */
+	ev.kind = ELIDED_EVENT_OWNER_CHANGED;
+	ev.uid = 0;
+	ev.old_uid = 1001;
+	for (int i = 0; i < 5; i++)
+		elided_event(&limited, &ev, "owner change %d", i);
+	ev.uid = 1001;
+	ev.old_uid = 0;
+	for (int i = 0; i < 5; i++)
+		elided_event(&limited, &ev, "owner change back %d", i);
+	ck_assert_uint_eq(count_lines(fds[0]), 3);
+
+	ev = (struct elided_event){ .kind = ELIDED_EVENT_RELOAD, .priority = LOG_INFO,
+				    .caller_uid = ELIDED_NO_UID, .old_uid = ELIDED_NO_UID };
+	for (int i = 0; i < 10; i++)
+		elided_event(&limited, &ev, "reload %d", i);
+	ck_assert_uint_eq(count_lines(fds[0]), 10);
+
+	log_set_fd(STDERR_FILENO);
+	close(fds[0]);
+	close(fds[1]);
+}
+END_TEST
+
 START_TEST(test_event_fields)
 {
 	struct iovec iov[ELIDED_EVENT_FIELDS];
@@ -1727,6 +1790,7 @@ static Suite *dbus_suite(void)
 
 	tcase_add_test(tc_access, test_may_access);
 	tcase_add_test(tc_access, test_event_fields);
+	tcase_add_test(tc_access, test_event_ratelimit);
 	suite_add_tcase(s, tc_access);
 
 	tcase_add_checked_fixture(tc, setup, teardown);
