@@ -158,6 +158,13 @@ struct tracked_process {
 	struct tracked_process *next;
 };
 
+/* The name a process goes by in logs and metrics: its executable, else its
+ * command name. */
+static inline const char *tracked_process_name(const struct tracked_process *p)
+{
+	return p->exe[0] ? p->exe : p->comm;
+}
+
 struct pending_segment {
 	char name[64];
 	uint64_t seen_usec;          /* CLOCK_MONOTONIC */

@@ -68,11 +68,6 @@ void metrics_free(struct metrics *m)
 	free(m);
 }
 
-static const char *program_name(const struct tracked_process *p)
-{
-	return p->exe[0] ? p->exe : p->comm;
-}
-
 /* The table holds at most 2 x metrics_programs programs: the oldest one
  * without processes makes room; NULL when all have processes. */
 static struct program_acc *program_get(struct metrics *m, const char *name, size_t cap)
@@ -151,7 +146,7 @@ static void accumulate(struct elided *d, struct metrics *m, uint64_t now)
 				cur->sum[s] += totals[l].stats[s];
 		free(totals);
 		nnext++;
-		acc = program_get(m, program_name(p), cap);
+		acc = program_get(m, tracked_process_name(p), cap);
 		if (!acc)
 			continue;
 		for (int s = 0; s < ELIDE_SEG_NSTATS; s++) {
@@ -257,7 +252,7 @@ static struct lock_row *program_locks(struct elided *d, const struct program_acc
 	if (cap == 0)
 		return NULL;
 	for (struct tracked_process *p = d->processes; p; p = p->next)
-		if (strcmp(program_name(p), a->name) == 0)
+		if (strcmp(tracked_process_name(p), a->name) == 0)
 			total += p->nlocks;
 	if (total == 0)
 		return NULL;
@@ -265,7 +260,7 @@ static struct lock_row *program_locks(struct elided *d, const struct program_acc
 	if (!rows)
 		return NULL;
 	for (struct tracked_process *p = d->processes; p; p = p->next) {
-		if (strcmp(program_name(p), a->name) != 0)
+		if (strcmp(tracked_process_name(p), a->name) != 0)
 			continue;
 		for (size_t l = 0; l < p->nlocks && nrows < total; l++) {
 			const struct lock_view *v = &p->locks[l];
@@ -349,7 +344,7 @@ static void render_program_gauges(struct elided *d, FILE *f, struct program_acc 
 		unsigned count[4] = { 0 };
 
 		for (struct tracked_process *p = d->processes; p; p = p->next) {
-			if (strcmp(program_name(p), order[i]->name) != 0)
+			if (strcmp(tracked_process_name(p), order[i]->name) != 0)
 				continue;
 			for (size_t l = 0; l < p->nlocks; l++)
 				for (size_t s = 0; s < 4; s++)
@@ -367,7 +362,7 @@ static void render_program_gauges(struct elided *d, FILE *f, struct program_acc 
 		unsigned count[3] = { 0 };
 
 		for (struct tracked_process *p = d->processes; p; p = p->next) {
-			if (strcmp(program_name(p), order[i]->name) != 0)
+			if (strcmp(tracked_process_name(p), order[i]->name) != 0)
 				continue;
 			for (size_t l = 0; l < p->nlocks; l++)
 				for (size_t s = 0; s < 3; s++)

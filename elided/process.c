@@ -383,29 +383,10 @@ static bool pass_may_write(struct pass *ps)
 
 static enum policy_mode mode_of_seg(uint32_t m);
 
-static const char *source_name(uint32_t source)
-{
-	switch (source) {
-	case ELIDE_SEG_SOURCE_ADAPTATION:
-		return "adaptation";
-	case ELIDE_SEG_SOURCE_CONFIG:
-		return "config";
-	case ELIDE_SEG_SOURCE_OVERRIDE:
-		return "override";
-	default:
-		return NULL;
-	}
-}
-
 /* "off", "on", "adaptive", or "default" for no decision of its own. */
 static const char *decision_mode_name(enum policy_mode m)
 {
 	return m == POLICY_MODE_UNSET ? "default" : policy_mode_to_string(m);
-}
-
-static const char *process_name(const struct tracked_process *p)
-{
-	return p->exe[0] ? p->exe : p->comm;
 }
 
 static struct elided_event process_event(const struct tracked_process *p, enum elided_event_kind kind)
@@ -415,7 +396,7 @@ static struct elided_event process_event(const struct tracked_process *p, enum e
 		.priority = LOG_INFO,
 		.pid = p->pid,
 		.uid = p->uid,
-		.exe = process_name(p),
+		.exe = tracked_process_name(p),
 		.caller_uid = ELIDED_NO_UID,
 		.old_uid = ELIDED_NO_UID,
 	};
@@ -452,7 +433,7 @@ static void lock_decision_event(struct elided *d, const struct tracked_process *
 		snprintf(reason, sizeof(reason), "no lock rule applies any more");
 	ev.lock = name;
 	ev.mode = decision_mode_name(mode);
-	ev.source = source_name(source ? source : old_source);
+	ev.source = seg_source_to_string(source ? source : old_source);
 	ev.reason = reason;
 	elided_event(d, &ev, "pid %d (%s): lock %s %s (%s: %s)", (int)p->pid, ev.exe, name[0] ? name : "?",
 		     mode == POLICY_MODE_OFF ? "no longer elided" :
@@ -850,7 +831,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 		per_sec = 0;
 		read_identity(p);
 		decide(d, p);
-		log_debug("pid %d exec'd %s, policy %s", (int)p->pid, p->exe[0] ? p->exe : p->comm,
+		log_debug("pid %d exec'd %s, policy %s", (int)p->pid, tracked_process_name(p),
 			 policy_mode_to_string(effective_process_mode(p)));
 	}
 	p->created_ns = snap->header.created_ns;
@@ -1040,10 +1021,10 @@ static int adopt(struct elided *d, const char *name, bool quiet)
 	 * in the segment is not the configuration's. */
 	if (fresh->override != POLICY_MODE_UNSET)
 		log_debug("tracking pid %d (%s), policy %s (runtime override, kept from its segment; configured: %s)",
-			 (int)pid, fresh->exe[0] ? fresh->exe : fresh->comm, policy_mode_to_string(fresh->override),
+			 (int)pid, tracked_process_name(fresh), policy_mode_to_string(fresh->override),
 			 policy_mode_to_string(fresh->decision.mode));
 	else
-		log_debug("tracking pid %d (%s), policy %s%s%s", (int)pid, fresh->exe[0] ? fresh->exe : fresh->comm,
+		log_debug("tracking pid %d (%s), policy %s%s%s", (int)pid, tracked_process_name(fresh),
 			 policy_mode_to_string(effective_process_mode(fresh)),
 			 fresh->decision.rule ? " from " : " (default)",
 			 fresh->decision.rule ? fresh->decision.rule->where : "");
