@@ -167,6 +167,7 @@ static inline const char *tracked_process_name(const struct tracked_process *p)
 
 struct pending_segment {
 	char name[64];
+	pid_t pid;                   /* from the name, 0 if it has none: compared before the name */
 	uint64_t seen_usec;          /* CLOCK_MONOTONIC */
 };
 

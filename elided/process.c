@@ -1119,8 +1119,9 @@ void elided_defer_segment(struct elided *d, const char *name)
 
 	/* A new file under a tracked process's name (an exec'd image): the
 	 * next read maps it afresh, since reads trust the mapping. */
-	if (seg_parse_name(name, &pid, &start) == 0 && (tracked = elided_find_process(d, pid)) &&
-	    !strcmp(tracked->seg_name, name)) {
+	if (seg_parse_name(name, &pid, &start) < 0)
+		pid = 0;
+	if (pid && (tracked = elided_find_process(d, pid)) && !strcmp(tracked->seg_name, name)) {
 		seg_map_close(tracked->map);
 		tracked->map = NULL;
 		return;
@@ -1146,6 +1147,7 @@ void elided_defer_segment(struct elided *d, const char *name)
 	}
 	e = &d->pending.list[d->pending.n++];
 	memcpy(e->name, name, len + 1);
+	e->pid = pid;
 	e->seen_usec = now;
 	arm_adopt_timer(d);
 	if (!d->pending.timer)
@@ -1155,9 +1157,16 @@ void elided_defer_segment(struct elided *d, const char *name)
 /* `name` in the waiting list, NULL when not there. */
 static struct pending_segment *find_pending(struct elided *d, const char *name)
 {
-	/* Newest first: the short-lived are near the end. */
+	uint64_t start;
+	pid_t pid;
+
+	if (seg_parse_name(name, &pid, &start) < 0)
+		pid = 0;
+	/* Newest first: the short-lived are near the end.  The pid first: a
+	 * flood of 16384 waiting names costs a removal or a rescanned entry a
+	 * pass over integers, not 16384 string compares. */
 	for (size_t i = d->pending.n; i-- > 0;)
-		if (!strcmp(d->pending.list[i].name, name))
+		if (d->pending.list[i].pid == pid && !strcmp(d->pending.list[i].name, name))
 			return &d->pending.list[i];
 	return NULL;
 }

@@ -10,6 +10,7 @@
 #     /proc/PID/stat still shows its start time) is untracked at once;
 #   - an exec'd image (a new segment under the same name) is seen within an
 #     interval;
+#   - processes that end within 100 ms are never adopted;
 #   - the runtime directory removed and re-created under it: warned once,
 #     and segments in the new directory are adopted;
 #   - status reports the segments it does not track (refused, over the
@@ -108,6 +109,19 @@ comm_is() { [ "$(comm_of "$1")" = "$2" ]; }
 poll 10 comm_is "$x" sh && ok "pid $x tracked as sh" || fail "pid $x not tracked as sh: '$(comm_of "$x")'"
 poll 10 bash -c "[ \"\$(cat /proc/$x/comm)\" = sleep ]" || fail "pid $x did not exec sleep"
 if poll 4 comm_is "$x" sleep; then ok "exec: the new image seen within one interval"; else fail "exec: pid $x still '$(comm_of "$x")' 4 s after its exec"; fi
+
+# ---- 2c. short-lived processes are never adopted ------------------------------
+# A segment waits for an adoption pass and must be 100 ms old by then: a
+# process that ends sooner costs elided no adoption (and no log line).
+tracked_before=$(grep -c "tracking pid" "$tmp/elided.log")
+for _ in $(seq 1 50); do
+	ELIDE_RUNTIME_DIR="$rundir" LD_PRELOAD="$preload" true
+done
+start_sleeper; s=$last
+poll 10 listed "$s" && ok "a long-lived process after them is adopted" || fail "pid $s not tracked"
+tracked=$(($(grep -c "tracking pid" "$tmp/elided.log") - tracked_before))
+[ "$tracked" = 1 ] && ok "50 short-lived processes never adopted" ||
+	fail "$tracked adoptions for 50 short-lived processes and one sleeper"
 
 # ---- 3. the runtime directory removed and re-created --------------------------
 rm -rf "$rundir"
