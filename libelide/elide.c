@@ -205,11 +205,11 @@ struct lock_local {
  * Burst lengths.  Each burst ends in the slow path (the record's counts,
  * its gate, the control block: shared lines), which at 64 acquisitions was
  * a third of what a backed-off contended lock cost over plain glibc.  So a
- * burst that came back quickly earns one twice as long, up to BURST_MAX;
- * one that took long drops back to BURST_MIN.  A policy or gate change
- * therefore reaches a thread within its next BURST_MIN acquisitions, or
- * within about two BURST_QUICK if it runs long bursts, and its counts run
- * at most one burst ahead.
+ * burst that came back within BURST_QUICK earns one twice as long, up to
+ * BURST_MAX; one that took longer drops back to 64 (BURST_MIN_SHIFT).  A
+ * policy or gate change therefore reaches a thread within its next 64
+ * acquisitions, or within about two BURST_QUICK if it runs long bursts,
+ * and its counts run at most one burst ahead.
  */
 #define BURST_MIN_SHIFT 6             /* 64 acquisitions */
 #define BURST_MAX_SHIFT 12            /* 4096 */
