@@ -709,6 +709,68 @@ static int add_file(struct elide_config *cfg, const char *path, char *err, size_
 	return 0;
 }
 
+/*
+ * libconfig 1.5 ends the process (its scanner's fatal error) when an
+ * @include names something it can open but not read as a file, such as a
+ * directory (`@include ""` names the including file's directory), and it
+ * has no hook to resolve includes ourselves.  So the includes are checked
+ * first: each must be a regular file (nested ones too, resolved as
+ * libconfig does, against `dir`), and no line may hold a NUL byte.
+ * Includes that do not exist are left to libconfig, which reports them.
+ */
+#define CONFIG_MAX_INCLUDE_DEPTH 10
+
+static int check_includes(FILE *f, const char *path, const char *dir, unsigned depth, char *err, size_t errlen)
+{
+	_cleanup_free_ char *line = NULL;
+	size_t size = 0;
+	unsigned lineno = 0;
+	ssize_t len;
+	int r = 0;
+
+	while (r == 0 && (len = getline(&line, &size, f)) >= 0) {
+		char *name, *end, full[PATH_MAX];
+		struct stat st;
+		FILE *inc;
+
+		lineno++;
+		if ((size_t)len != strlen(line)) {
+			set_err(err, errlen, "%s:%u: a NUL byte: not a configuration file", path, lineno);
+			return -EINVAL;
+		}
+		name = line + strspn(line, " \t");
+		if (strncmp(name, "@include", 8) != 0)
+			continue;
+		name += 8;
+		name += strspn(name, " \t");
+		if (*name++ != '"' || !(end = strchr(name, '"')))
+			continue; /* libconfig's own syntax error */
+		*end = '\0';
+		if (snprintf(full, sizeof(full), "%s%s%s", name[0] == '/' || !dir ? "" : dir,
+			     name[0] == '/' || !dir ? "" : "/", name) >= (int)sizeof(full)) {
+			set_err(err, errlen, "%s:%u: @include \"%s\": path too long", path, lineno, name);
+			return -ENAMETOOLONG;
+		}
+		if (stat(full, &st) < 0)
+			continue;
+		if (!S_ISREG(st.st_mode)) {
+			set_err(err, errlen, "%s:%u: @include \"%s\": %s is not a regular file", path, lineno, name, full);
+			return -EINVAL;
+		}
+		if (depth >= CONFIG_MAX_INCLUDE_DEPTH) {
+			set_err(err, errlen, "%s:%u: @include \"%s\": more than %d levels of includes", path, lineno, name,
+				CONFIG_MAX_INCLUDE_DEPTH);
+			return -ELOOP;
+		}
+		inc = fopen(full, "re");
+		if (!inc)
+			continue;
+		r = check_includes(inc, full, dir, depth + 1, err, errlen);
+		fclose(inc);
+	}
+	return r;
+}
+
 /* Returns 1 when read, 0 when the file does not exist. */
 static int load_file(struct elide_config *cfg, const char *path, char *err, size_t errlen)
 {
@@ -757,6 +819,10 @@ static int load_file(struct elide_config *cfg, const char *path, char *err, size
 		p.dir = dir;
 	}
 
+	r = check_includes(f, path, p.dir, 0, err, errlen);
+	if (r < 0)
+		return r;
+	rewind(f);
 	if (!config_read(lc, f)) {
 		format_where(&p, config_error_file(lc), (unsigned)config_error_line(lc), at, sizeof(at));
 		set_err(err, errlen, "%s: %s", at, config_error_text(lc) ?: "parse error");

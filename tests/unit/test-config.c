@@ -511,6 +511,41 @@ START_TEST(test_include)
 }
 END_TEST
 
+/* libconfig 1.5 exits the process on an @include it cannot read as a file
+ * (a directory: "" names the including file's own): refused first. */
+START_TEST(test_include_not_a_file)
+{
+	static const char nul_line[] = "@include \"\0\0elide.conf\"; };\n";
+	_cleanup_free_ char *empty = NULL, *nested = NULL, *outer = NULL, *nul = NULL, *prefix = NULL;
+	struct elide_config *cfg = SENTINEL;
+	char err[CONFIG_ERR_MAX] = "";
+	FILE *f;
+
+	empty = write_file("inc-empty.conf", "default: { mode = \"on\"; };\n@include \"\"\n");
+	ck_assert_int_ge(asprintf(&prefix, "%s:2: @include \"\": ", empty), 0);
+	ck_assert_int_eq(config_load(empty, NULL, &cfg, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_eq(cfg, SENTINEL);
+	ck_assert_msg(strncmp(err, prefix, strlen(prefix)) == 0 && strstr(err, "not a regular file"), "%s", err);
+
+	make_dir("inc-a-dir");
+	nested = write_file("inc-nested.conf", "@include \"inc-a-dir\"\n");
+	outer = write_file("inc-outer.conf", "@include \"inc-nested.conf\"\n");
+	ck_assert_int_eq(config_load(outer, NULL, &cfg, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "inc-nested.conf:1: @include \"inc-a-dir\"") && strstr(err, "not a regular file"),
+		      "%s", err);
+
+	/* The input the fuzzer found: a NUL byte in the file. */
+	nul = path_in("inc-nul.conf");
+	f = fopen(nul, "we");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(nul_line, 1, sizeof(nul_line) - 1, f), sizeof(nul_line) - 1);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(config_load(nul, NULL, &cfg, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_eq(cfg, SENTINEL);
+	ck_assert_msg(strstr(err, "inc-nul.conf:1: a NUL byte"), "%s", err);
+}
+END_TEST
+
 START_TEST(test_unreadable)
 {
 	_cleanup_free_ char *path = NULL, *expect = NULL;
@@ -701,6 +736,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_errors, 0, sizeof(bad_cases) / sizeof(bad_cases[0]));
 	tcase_add_test(tc, test_error_in_dropin);
 	tcase_add_test(tc, test_include);
+	tcase_add_test(tc, test_include_not_a_file);
 	tcase_add_test(tc, test_unreadable);
 	tcase_add_test(tc, test_main_is_directory);
 	tcase_add_test(tc, test_good_globs);
