@@ -516,7 +516,7 @@ END_TEST
 START_TEST(test_include_not_a_file)
 {
 	static const char nul_line[] = "@include \"\0\0elide.conf\"; };\n";
-	_cleanup_free_ char *empty = NULL, *nested = NULL, *outer = NULL, *nul = NULL, *prefix = NULL;
+	_cleanup_free_ char *empty = NULL, *dir = NULL, *nested = NULL, *outer = NULL, *nul = NULL, *prefix = NULL;
 	struct elide_config *cfg = SENTINEL;
 	char err[CONFIG_ERR_MAX] = "";
 	FILE *f;
@@ -527,7 +527,7 @@ START_TEST(test_include_not_a_file)
 	ck_assert_ptr_eq(cfg, SENTINEL);
 	ck_assert_msg(strncmp(err, prefix, strlen(prefix)) == 0 && strstr(err, "not a regular file"), "%s", err);
 
-	make_dir("inc-a-dir");
+	dir = make_dir("inc-a-dir");
 	nested = write_file("inc-nested.conf", "@include \"inc-a-dir\"\n");
 	outer = write_file("inc-outer.conf", "@include \"inc-nested.conf\"\n");
 	ck_assert_int_eq(config_load(outer, NULL, &cfg, err, sizeof(err)), -EINVAL);
