@@ -118,6 +118,12 @@ enum elide_seg_stat {
 #define ELIDE_SEG_COMM_MAX 16
 #define ELIDE_SEG_REASON_MAX 160
 
+/* header.features */
+#define ELIDE_SEG_FEATURE_DIRTY 1u    /* header.dirty[] marks the entries written */
+
+#define ELIDE_SEG_DIRTY_OFFSET 2048u  /* of header.dirty[], cache-line aligned */
+#define ELIDE_SEG_DIRTY_ENTRIES 4096u /* entries the bitmap covers: [0, 4096) */
+
 struct elide_seg_header {
 	char magic[8];                /* ELIDE_SEG_MAGIC */
 	uint32_t version;             /* ELIDE_SEG_VERSION */
@@ -145,8 +151,17 @@ struct elide_seg_header {
 	char status_reason[ELIDE_SEG_REASON_MAX]; /* why elision is on/off, one line */
 	uint64_t control_generation_seen; /* last control generation applied */
 	uint64_t publish_ns;          /* CLOCK_MONOTONIC of the last status update */
-	uint8_t reserved[ELIDE_SEG_HEADER_SIZE - 8 - 4 * 2 - 8 - 4 * 6 - 4 * 2 - 8 * 2 -
-			 ELIDE_SEG_EXE_MAX - ELIDE_SEG_COMM_MAX - 16 - 4 * 4 - ELIDE_SEG_REASON_MAX - 8 * 2];
+	uint32_t features;            /* ELIDE_SEG_FEATURE_* this writer keeps up */
+	uint8_t reserved[ELIDE_SEG_DIRTY_OFFSET - 8 - 4 * 2 - 8 - 4 * 6 - 4 * 2 - 8 * 2 -
+			 ELIDE_SEG_EXE_MAX - ELIDE_SEG_COMM_MAX - 16 - 4 * 4 - ELIDE_SEG_REASON_MAX - 8 * 2 - 4];
+	/* ELIDE_SEG_FEATURE_DIRTY: bit i % 64 of dirty[i / 64] is set by the
+	 * writer after it changed entry i (i < ELIDE_SEG_DIRTY_ENTRIES), and
+	 * only when it was clear: cleared by the reader (an atomic exchange)
+	 * before it reads the marked entries, so that a reader follows the
+	 * locks that moved, not all of them.  Lines of their own: the writer's
+	 * threads only read them until a reader clears a bit. */
+	uint64_t dirty[ELIDE_SEG_DIRTY_ENTRIES / 64];
+	uint8_t reserved_end[ELIDE_SEG_HEADER_SIZE - ELIDE_SEG_DIRTY_OFFSET - ELIDE_SEG_DIRTY_ENTRIES / 8];
 };
 
 #define ELIDE_SEG_MAX_LOCK_RULES 0 /* per-lock decisions live in the lock entries */
@@ -207,6 +222,8 @@ struct elide_seg_lock {
 #define ELIDE_SEG_LOCK_HOT_SIZE 128u
 
 _Static_assert(sizeof(struct elide_seg_header) == ELIDE_SEG_HEADER_SIZE, "segment header size");
+_Static_assert(__builtin_offsetof(struct elide_seg_header, dirty) == ELIDE_SEG_DIRTY_OFFSET, "dirty bitmap offset");
+_Static_assert(ELIDE_SEG_DIRTY_OFFSET % 64 == 0 && ELIDE_SEG_DIRTY_ENTRIES % 512 == 0, "dirty bitmap on whole lines");
 _Static_assert(sizeof(struct elide_seg_control) == ELIDE_SEG_CONTROL_SIZE, "segment control size");
 _Static_assert(sizeof(struct elide_seg_lock) == 256, "segment lock entry size");
 _Static_assert(__builtin_offsetof(struct elide_seg_lock, ctl_source) ==

@@ -218,6 +218,7 @@ static bool is_pow2(uint32_t v)
 struct seg_source {
 	int fd;
 	const uint8_t *map;
+	uint8_t *dirty_words;         /* header.dirty[] in a writable mapping, or NULL */
 	size_t map_size;
 	int dirfd;
 	const char *name;
@@ -414,7 +415,45 @@ static void seg_snapshot_freep(struct seg_snapshot **snap)
 	seg_snapshot_free(*snap);
 }
 
-/* Copy entries [0, high) chunk by chunk, keeping the valid in-use ones. */
+/*
+ * Take the marks the writer set (header.dirty[]): each word that has any is
+ * exchanged for 0 before the entries are read, so a write after that sets
+ * its bit again for the next reader.  Marks at or past `high` are taken and
+ * dropped (the entries are not in use).  Returns false
+ * when the segment keeps no marks (or is not mapped writable): then every
+ * entry counts as marked.
+ */
+static bool take_dirty(const struct seg_source *src, const struct elide_seg_header *h,
+		       uint64_t marks[ELIDE_SEG_DIRTY_ENTRIES / 64])
+{
+	uint64_t *words = (uint64_t *)(void *)src->dirty_words;
+
+	if (!words || !(h->features & ELIDE_SEG_FEATURE_DIRTY))
+		return false;
+	for (uint32_t w = 0; w < ELIDE_SEG_DIRTY_ENTRIES / 64; w++) {
+		uint64_t v = __atomic_load_n(&words[w], __ATOMIC_RELAXED);
+
+		/* A clear word stays untouched: no write into the writer's line. */
+		marks[w] = v ? __atomic_exchange_n(&words[w], 0, __ATOMIC_SEQ_CST) : 0;
+	}
+	return true;
+}
+
+/* The next marked entry at or after `i` below `high`, or `high`. */
+static uint32_t next_marked(const uint64_t *marks, uint32_t i, uint32_t high)
+{
+	while (i < high) {
+		uint64_t w = marks[i / 64] >> (i % 64);
+
+		if (w)
+			return i + (uint32_t)__builtin_ctzll(w) < high ? i + (uint32_t)__builtin_ctzll(w) : high;
+		i = (i / 64 + 1) * 64;
+	}
+	return high;
+}
+
+/* Copy entries [0, high) chunk by chunk, keeping the valid in-use ones;
+ * with SEG_READ_DIRTY_ONLY only those marked written (take_dirty()). */
 static int seg_read_locks(const struct seg_source *src, const char *name, struct seg_snapshot *snap,
 			  unsigned flags, uint32_t max_locks, seg_lock_fn each, void *userdata, char *err,
 			  size_t errlen)
@@ -425,6 +464,8 @@ static int seg_read_locks(const struct seg_source *src, const char *name, struct
 	uint32_t per_copy = src->map ? 1 : SEG_READ_CHUNK;
 	bool hot_only = flags & SEG_READ_HOT_ONLY;
 	struct seg_lock_snapshot *locks = NULL;
+	uint64_t marks[ELIDE_SEG_DIRTY_ENTRIES / 64];
+	bool marked;
 	int r;
 
 	/* The caller's cap on entries read: what one process can make it hold. */
@@ -435,9 +476,31 @@ static int seg_read_locks(const struct seg_source *src, const char *name, struct
 
 	if (high == 0)
 		return 0;
+	/* Every read through a writable mapping takes the marks, so that the
+	 * next one finds only what was written since.  Entries the bitmap does
+	 * not cover are read whole. */
+	marked = take_dirty(src, &snap->header, marks) && (flags & SEG_READ_DIRTY_ONLY) &&
+		 high <= ELIDE_SEG_DIRTY_ENTRIES;
+	snap->dirty_only = marked;
+	if (marked) {
+		/* From a mapping one entry at a time: the marked ones. */
+		per_copy = 1;
+		if (!each) {
+			uint32_t n = 0;
+
+			for (uint32_t w = 0; w < ELIDE_SEG_DIRTY_ENTRIES / 64; w++)
+				n += (uint32_t)__builtin_popcountll(marks[w]);
+			if (n == 0)
+				return 0;
+			locks = calloc(n, sizeof(*locks));
+			if (!locks)
+				return seg_error(err, errlen, -ENOMEM, name, "out of memory for %u lock entries", n);
+			snap->locks = locks;
+		}
+	}
 	/* At most one copy of the table: bounded by the (checked) file size.
 	 * A caller that takes entries one by one needs none. */
-	if (!each) {
+	if (!each && !marked) {
 		locks = calloc(high, sizeof(*locks));
 		if (!locks)
 			return seg_error(err, errlen, -ENOMEM, name, "out of memory for %u lock entries", high);
@@ -449,13 +512,16 @@ static int seg_read_locks(const struct seg_source *src, const char *name, struct
 	if (!chunk)
 		return seg_error(err, errlen, -ENOMEM, name, "out of memory");
 
-	for (uint32_t first = 0; first < high; first += per_copy) {
+	for (uint32_t first = marked ? next_marked(marks, 0, high) : 0; first < high;
+	     first = marked ? next_marked(marks, first + 1, high) : first + per_copy) {
 		uint32_t n = high - first < per_copy ? high - first : per_copy;
 		uint64_t offset = snap->header.locks_offset + (uint64_t)first * sizeof(*chunk);
 
 		/* Mapped and hot only: half of each entry's cache lines, a strided
 		 * walk the hardware prefetchers do not follow: ask ahead. */
-		if (src->map && hot_only) {
+		if (src->map && hot_only && marked) {
+			r = source_copy(src, chunk, ELIDE_SEG_LOCK_HOT_SIZE, offset);
+		} else if (src->map && hot_only) {
 			uint64_t ahead = offset + 16 * sizeof(*chunk);
 
 			if (ahead + ELIDE_SEG_LOCK_HOT_SIZE <= src->map_size) {
@@ -475,8 +541,11 @@ static int seg_read_locks(const struct seg_source *src, const char *name, struct
 
 			if (hot_only && !src->map)
 				memset((char *)e + ELIDE_SEG_LOCK_HOT_SIZE, 0, sizeof(*e) - ELIDE_SEG_LOCK_HOT_SIZE);
-			if (e->kind == ELIDE_SEG_KIND_FREE)
+			if (e->kind == ELIDE_SEG_KIND_FREE) {
+				/* A lock destroyed since the last read, or never used. */
+				snap->nmarked_free += marked;
 				continue;
+			}
 			/* Only the first garbage entry is explained. */
 			if (!seg_lock_valid(first + i, e, snap->nbad_locks ? NULL : snap->first_bad,
 					    sizeof(snap->first_bad))) {
@@ -648,6 +717,7 @@ struct seg_map {
 	dev_t dev;
 	ino_t ino;
 	struct stat st;               /* the file when mapped */
+	bool writable;                /* mapped read-write: the dirty marks can be taken */
 };
 
 /*
@@ -675,8 +745,10 @@ static void seg_sigbus(int sig, siginfo_t *si, void *context)
 		void *page = (void *)((uintptr_t)addr & ~(uintptr_t)(seg_page_size - 1));
 
 		/* The owner truncated the file: zeros from here on, and the read
-		 * in progress reports it. */
-		if (mmap(page, seg_page_size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+		 * in progress reports it (writable: taking the dirty marks
+		 * writes). */
+		if (mmap(page, seg_page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+			 0) != MAP_FAILED) {
 			seg_guard.faulted = 1;
 			errno = saved_errno;
 			return;
@@ -725,12 +797,35 @@ int seg_map_open(int dirfd, const char *name, struct seg_map **ret, char *err, s
 	m->dev = st.st_dev;
 	m->ino = st.st_ino;
 	m->st = st;
-	m->base = mmap(NULL, m->size, PROT_READ, MAP_SHARED, fd, 0);
+	/* Read-write where we may (taking the dirty marks clears them), through
+	 * the descriptor just checked, not the name: the same regular file.
+	 * Read-only otherwise (a read-only file system, another user's file
+	 * without privileges): every read is whole then. */
+	{
+		char path[64];
+		_cleanup_close_ int rw = -1;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		rw = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+		if (rw >= 0) {
+			m->base = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED, rw, 0);
+			m->writable = m->base != MAP_FAILED;
+		}
+	}
+	if (!m->writable)
+		m->base = mmap(NULL, m->size, PROT_READ, MAP_SHARED, fd, 0);
 	if (m->base == MAP_FAILED)
 		return seg_error(err, errlen, -errno, name, "cannot map: %m");
 	*ret = m;
 	m = NULL;
 	return 0;
+}
+
+/* Whether reads through m can be SEG_READ_DIRTY_ONLY, going by the header
+ * of its last read. */
+bool seg_map_tracks_dirty(const struct seg_map *m, const struct seg_snapshot *snap)
+{
+	return m && m->writable && snap && (snap->header.features & ELIDE_SEG_FEATURE_DIRTY);
 }
 
 void seg_map_close(struct seg_map *m)
@@ -747,6 +842,7 @@ int seg_map_read_each(struct seg_map *m, int dirfd, unsigned flags, uint32_t max
 	struct seg_source src = {
 		.fd = -1, .map = m->base, .map_size = m->size, .dirfd = dirfd, .name = m->name,
 		.dev = m->dev, .ino = m->ino,
+		.dirty_words = m->writable ? (uint8_t *)m->base + ELIDE_SEG_DIRTY_OFFSET : NULL,
 	};
 	struct seg_snapshot *snap = NULL;
 	struct stat st;

@@ -154,6 +154,10 @@ struct tracked_process {
 	bool maps_reloaded;          /* already reloaded during this refresh */
 	bool sym_pending;            /* some lock waits for its symbol names */
 	uint64_t refreshes;          /* reads of its segment so far */
+	bool dirty_tracking;         /* the segment marks the entries written (its last read said so) */
+	bool walk_views;             /* the next pass visits every view (a countdown, an override, names) */
+	uint32_t *moving;            /* positions in locks[] whose rates are not zero, ascending */
+	size_t nmoving;
 	bool warned_skipped, warned_bad; /* logged once per process */
 	struct tracked_process *next;
 };

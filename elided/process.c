@@ -350,6 +350,7 @@ struct pass {
 	enum policy_mode mode;
 	struct history_point sum;
 	unsigned locks_written;
+	bool daemon_off;              /* a visited lock is off by the daemon's adaptation */
 	/* Whose process it is, asked before the first write of the pass:
 	 * 0 not yet, 1 the one we know, -1 another (or gone): no writes. */
 	int owner;
@@ -484,6 +485,8 @@ static void pass_lock(struct pass *ps, struct lock_view *v)
 	}
 	if (ps->mode == POLICY_MODE_ADAPTIVE && v->rule_mode == POLICY_MODE_UNSET && v->override == POLICY_MODE_UNSET)
 		long_window_adapt(p, v);
+	/* Its back-off counts intervals: every pass must visit it. */
+	ps->daemon_off |= v->daemon_off;
 	if (v->override != POLICY_MODE_UNSET) {
 		lm = (enum policy_mode)v->override;
 		source = ELIDE_SEG_SOURCE_OVERRIDE;
@@ -666,6 +669,92 @@ static int read_segment(struct elided *d, struct tracked_process *p, unsigned fl
 	return r;
 }
 
+/* After a pass that visited every view: which ones moved. */
+static void collect_moving(struct tracked_process *p)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < p->nlocks; i++) {
+		const float *r = p->locks[i].rates;
+
+		for (int k = 0; k < LOCK_NRATES; k++) {
+			if (r[k] != 0) {
+				n++;
+				break;
+			}
+		}
+	}
+	free(p->moving);
+	p->moving = n ? malloc(n * sizeof(*p->moving)) : NULL;
+	p->nmoving = 0;
+	if (!p->moving) {
+		/* Without the list a marked pass could not zero them: walk again. */
+		p->walk_views = n > 0;
+		return;
+	}
+	for (size_t i = 0; i < p->nlocks; i++) {
+		for (int k = 0; k < LOCK_NRATES; k++) {
+			if (p->locks[i].rates[k] != 0) {
+				p->moving[p->nmoving++] = (uint32_t)i;
+				break;
+			}
+		}
+	}
+}
+
+static void zero_rates(struct tracked_process *p, uint32_t position)
+{
+	if (position < p->nlocks)
+		memset(p->locks[position].rates, 0, sizeof(p->locks[position].rates));
+}
+
+/*
+ * A pass over the entries marked written since the last read (snap, from a
+ * SEG_READ_DIRTY_ONLY read): their views are updated and visited, the
+ * views that moved last time and not now get zero rates, the others keep
+ * theirs (zero) without being touched: the cost follows the locks that
+ * move.  Returns 1, changing nothing, when an entry has no view (a new or
+ * recycled lock): the caller reads the segment whole.
+ */
+static int apply_marked(struct tracked_process *p, const struct seg_snapshot *snap, double per_sec,
+			struct pass *ps)
+{
+	_cleanup_free_ uint32_t *pos = NULL;
+	size_t v = 0, old = 0;
+
+	if (snap->nlocks) {
+		pos = malloc(snap->nlocks * sizeof(*pos));
+		if (!pos)
+			return -ENOMEM;
+	}
+	/* Both in index order: one merge walk finds every view first. */
+	for (uint32_t i = 0; i < snap->nlocks; i++) {
+		uint32_t index = snap->locks[i].index;
+
+		while (v < p->nlocks && p->locks[v].index < index)
+			v++;
+		if (v == p->nlocks || !view_is_of(&p->locks[v], index, &snap->locks[i].lock))
+			return 1;
+		pos[i] = (uint32_t)v;
+	}
+	for (uint32_t i = 0; i < snap->nlocks; i++) {
+		/* Moved last time, not now: no longer moving. */
+		for (; old < p->nmoving && p->moving[old] < pos[i]; old++)
+			zero_rates(p, p->moving[old]);
+		if (old < p->nmoving && p->moving[old] == pos[i])
+			old++;
+		update_view(&p->locks[pos[i]], &snap->locks[i].lock, false, per_sec);
+		pass_lock(ps, &p->locks[pos[i]]);
+	}
+	for (; old < p->nmoving; old++)
+		zero_rates(p, p->moving[old]);
+	free(p->moving);
+	p->moving = pos;
+	p->nmoving = snap->nlocks;
+	pos = NULL;
+	return 0;
+}
+
 /* Said once per distinct problem, within the owner's rate limit; a file
  * replaced by the next image (fork + exec) is no problem at all. */
 static void log_read_problem(struct elided *d, struct tracked_process *p, int r, const char *err)
@@ -771,6 +860,10 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	 * name (an exec'd image) comes with an inotify event, which drops the
 	 * mapping (elided_defer_segment). */
 	flags |= SEG_READ_MAP_NO_STAT;
+	/* Between the checked reads, and while no view needs a visit of its
+	 * own, only the entries the process marked written are read. */
+	bool marked_pass = p->dirty_tracking && p->map && p->nlocks && p->created_ns && p->last_sample_ns &&
+			   !(flags & SEG_READ_CHECK_PROCESS) && !p->rules_dirty && !p->walk_views;
 	bool streamed = false;
 	struct pass ps;
 	int r;
@@ -785,8 +878,28 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	 * locks the interval is memory-bound, and a snapshot would copy it all
 	 * once more. */
 	pass_begin(&ps, d, p);
+	if (marked_pass) {
+		r = read_segment(d, p, flags | SEG_READ_HOT_ONLY | SEG_READ_DIRTY_ONLY, p->created_ns, NULL, NULL,
+				 &snap, err, sizeof(err));
+		if (r < 0 && r != -ESTALE) {
+			if (r == -ESRCH || r == -ENOENT)
+				return -ESRCH;
+			log_read_problem(d, p, r, err);
+			return r;
+		}
+		if (r == 0 && snap->dirty_only && !snap->nmarked_free && apply_marked(p, snap, per_sec, &ps) == 0) {
+			streamed = true;
+		} else {
+			/* Locks came or went, or a new image: the marks are taken,
+			 * so the segment is read whole (below). */
+			seg_snapshot_free(snap);
+			snap = NULL;
+			marked_pass = false;
+			pass_begin(&ps, d, p);
+		}
+	}
 	/* Checked intervals read whole: decisions only after the checks pass. */
-	if (p->nlocks && p->created_ns && !(flags & SEG_READ_CHECK_PROCESS)) {
+	if (!streamed && p->nlocks && p->created_ns && !(flags & SEG_READ_CHECK_PROCESS)) {
 		struct stream st = { .p = p, .pass = &ps, .per_sec = per_sec };
 
 		/* Names and call sites are not needed here: half the memory. */
@@ -862,7 +975,16 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 		}
 		p->last_sample_ns = t;
 		pass_end(&ps, t, dt > 0);
+		if (marked_pass) {
+			p->walk_views |= ps.daemon_off;
+		} else {
+			p->walk_views = ps.daemon_off;
+			collect_moving(p);
+		}
+	} else {
+		p->walk_views = true;
 	}
+	p->dirty_tracking = seg_map_tracks_dirty(p->map, snap);
 	seg_snapshot_free(snap);
 	/* New locks: names from the cache now, the rest when a child answers. */
 	if (r == 0 && p->sym_pending)
@@ -877,6 +999,7 @@ static void process_free(struct tracked_process *p)
 	elfsym_maps_free(p->maps);
 	seg_map_close(p->map);
 	free_views(p->locks, p->nlocks);
+	free(p->moving);
 	free(p);
 }
 
@@ -1495,6 +1618,7 @@ static int override_locks(struct tracked_process *p, const char *lock, enum poli
 		p->locks[i].override = (uint8_t)mode;
 		n++;
 	}
+	p->walk_views = true;
 	if (n && mode != POLICY_MODE_UNSET)
 		p->lock_overrides = true;
 	return n;
@@ -1547,6 +1671,7 @@ int elided_reset_override(struct elided *d, struct tracked_process *p, const cha
 		for (size_t i = 0; i < p->nlocks; i++)
 			p->locks[i].override = POLICY_MODE_UNSET;
 		p->lock_overrides = false;
+		p->walk_views = true;
 	} else if (override_locks(p, lock, POLICY_MODE_UNSET) == 0) {
 		snprintf(err, errlen, "pid %d has no lock named '%s'", (int)p->pid, lock);
 		return -ENOENT;

@@ -633,6 +633,7 @@ static bool name_from_cache(struct symbolizer *s, struct tracked_process *p, str
 		v->nm = nm;
 		v->sym_pending = false;
 		v->rule_stale = true;
+		p->walk_views = true; /* its rule is matched at the next visit */
 	}
 	p->sym_pending = pending;
 	if (unmapped && !reqs) {

@@ -163,9 +163,32 @@ static inline struct elide_seg_lock *rec_entry(const struct lock_rec *rec)
 	return &elide.seg_locks[rec_index(rec)];
 }
 
+/*
+ * Mark the record's entry written, for elided (header.dirty[]): set its bit
+ * only when clear, so the line stays shared between this process's threads
+ * until elided clears the bit once an interval.  Call it after the write:
+ * elided clears the bit first and then reads the entry, so a write either
+ * lands before that read or sets the bit again.  Sequentially consistent
+ * load: a write made with a plain store needs __atomic_thread_fence first
+ * (a locked add, as in rec_count(), orders itself on x86).
+ */
+static inline void rec_touch(const struct lock_rec *rec)
+{
+	uint32_t idx = rec_index(rec);
+	uint64_t *word, bit;
+
+	if (idx >= ELIDE_SEG_DIRTY_ENTRIES)
+		return;
+	word = &elide.seg_header->dirty[idx / 64];
+	bit = UINT64_C(1) << (idx % 64);
+	if (!(__atomic_load_n(word, __ATOMIC_SEQ_CST) & bit))
+		__atomic_fetch_or(word, bit, __ATOMIC_RELAXED);
+}
+
 static inline void rec_count(struct lock_rec *rec, enum lock_stat stat, uint64_t n)
 {
-	__atomic_fetch_add(&rec_entry(rec)->stats[stat], n, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&rec_entry(rec)->stats[stat], n, __ATOMIC_SEQ_CST);
+	rec_touch(rec);
 }
 
 void rec_publish_state(struct lock_rec *rec) _hidden_;

@@ -1175,6 +1175,8 @@ static int annotate(struct lock_rec *rec, int policy, const char *name)
 
 		strncpy(e->name, name, sizeof(e->name) - 1);
 		e->name[sizeof(e->name) - 1] = '\0';
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		rec_touch(rec);
 	}
 	if (policy != ELIDE_POLICY_KEEP)
 		rec_set_policy(rec, policy);

@@ -132,6 +132,7 @@ void rec_publish_state(struct lock_rec *rec)
 	uint32_t state = state_of_gate(gate);
 	uint32_t reason = atomic_load_explicit(&rec->reason, memory_order_relaxed);
 	uint32_t policy = atomic_load_explicit(&rec->policy, memory_order_relaxed);
+	unsigned changed = 0;
 
 	if (!elide.enabled || elide.opts.mode == ELIDE_MODE_OFF) {
 		state = ELIDE_SEG_STATE_PLAIN;
@@ -141,12 +142,20 @@ void rec_publish_state(struct lock_rec *rec)
 	}
 	/* Called on sampled paths too: a store of an unchanged value would
 	 * still take the line away from readers. */
-	if (__atomic_load_n(&e->state, __ATOMIC_RELAXED) != state)
+	if (__atomic_load_n(&e->state, __ATOMIC_RELAXED) != state) {
 		__atomic_store_n(&e->state, state, __ATOMIC_RELAXED);
-	if (__atomic_load_n(&e->reason, __ATOMIC_RELAXED) != reason)
+		changed++;
+	}
+	if (__atomic_load_n(&e->reason, __ATOMIC_RELAXED) != reason) {
 		__atomic_store_n(&e->reason, reason, __ATOMIC_RELAXED);
+		changed++;
+	}
 	if (__atomic_load_n(&e->policy, __ATOMIC_RELAXED) != policy)
 		__atomic_store_n(&e->policy, policy, __ATOMIC_RELAXED);
+	else if (changed == 0)
+		return;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	rec_touch(rec);
 }
 
 static uint32_t rec_alloc(void)
@@ -210,6 +219,8 @@ static void rec_publish(struct lock_rec *rec, void *lock)
 	while (idx >= high && !__atomic_compare_exchange_n(&elide.seg_header->lock_high_water, &high, idx + 1,
 							   true, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
 		;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	rec_touch(rec);
 }
 
 /*
@@ -322,6 +333,8 @@ void registry_republish(uint32_t end)
 		while (i >= high && !__atomic_compare_exchange_n(&elide.seg_header->lock_high_water, &high, i + 1,
 								 true, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
 			;
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		rec_touch(rec);
 	}
 }
 
@@ -340,6 +353,8 @@ void registry_detach(uint16_t *idx_ptr)
 	for (unsigned i = 0; i < STAT_NSTATS; i++)
 		rec_count(overflow, i, __atomic_load_n(&rec_entry(rec)->stats[i], __ATOMIC_RELAXED));
 	__atomic_store_n(&rec_entry(rec)->kind, ELIDE_SEG_KIND_FREE, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	rec_touch(rec);
 	atomic_store_explicit(&rec->addr, NULL, memory_order_release);
 	free_push(idx);
 }

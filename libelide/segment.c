@@ -226,6 +226,8 @@ static void fill_header(struct elide_seg_header *h, uint64_t start_time)
 	strncpy(h->comm, program_invocation_short_name, sizeof(h->comm) - 1);
 	strncpy(h->lib_version, PACKAGE_VERSION, sizeof(h->lib_version) - 1);
 	h->sample = elide.opts.sample;
+	/* rec_touch() marks every entry it writes (header.dirty[]). */
+	h->features = ELIDE_SEG_FEATURE_DIRTY;
 	/* Valid from the first moment; segment_publish_status() refines them. */
 	h->mode = (uint32_t)elide.opts.mode + 1;
 	h->elision = ELIDE_SEG_ELISION_OFF;

@@ -196,6 +196,10 @@ EXTRA_DIST += tests/integration/test-elided-privacy.sh
 TESTS += tests/integration/test-elided-lifecycle.sh
 EXTRA_DIST += tests/integration/test-elided-lifecycle.sh
 
+# Issue 13, scale: elided reads only the lock entries marked written.
+TESTS += tests/integration/test-elided-marks.sh
+EXTRA_DIST += tests/integration/test-elided-marks.sh
+
 # Issue 13 item 7: BPF discovery with only the kernel's BTF (tp_btf, no
 # tracefs), as root: adoption, exits of killed processes and zombies within
 # an interval without pidfds, processes with libelide but no segment.

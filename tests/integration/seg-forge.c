@@ -310,6 +310,7 @@ static void forge_valid(struct forged *f, pid_t pid, uint64_t start_time, uint32
 	h->mode = ELIDE_SEG_MODE_ADAPTIVE;
 	h->sample = 1;
 	h->rtm_usable = 1;
+	h->features = ELIDE_SEG_FEATURE_DIRTY; /* --animate marks what it writes, as libelide does */
 	snprintf(h->status_reason, sizeof(h->status_reason), "forged by seg-forge");
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	h->publish_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
@@ -528,6 +529,7 @@ static void grow(int fd, struct forged *f, double seconds)
 
 struct animated {
 	struct elide_seg_lock *locks;
+	uint64_t *dirty;              /* header.dirty[] */
 	void *map;
 	size_t map_size;
 	uint32_t n;
@@ -550,6 +552,7 @@ static int map_segment(int fd, struct animated *a)
 	if (a->map == MAP_FAILED)
 		return -errno;
 	a->locks = (struct elide_seg_lock *)(void *)((char *)a->map + LOCKS_OFFSET);
+	a->dirty = (uint64_t *)(void *)((char *)a->map + ELIDE_SEG_DIRTY_OFFSET);
 	a->n = h.lock_high_water;
 	return 0;
 }
@@ -570,6 +573,14 @@ static void bump(struct animated *a)
 		s[ELIDE_SEG_STAT_SKIPPED] += acq - att;
 		s[ELIDE_SEG_STAT_CYCLES_LOST] += (att - com) * 150;
 		s[ELIDE_SEG_STAT_ABORT_CONFLICT] += att - com;
+		/* After the writes, and only when clear (libelide's rec_touch()). */
+		if (i < ELIDE_SEG_DIRTY_ENTRIES) {
+			uint64_t bit = UINT64_C(1) << (i % 64);
+
+			__atomic_thread_fence(__ATOMIC_SEQ_CST);
+			if (!(__atomic_load_n(&a->dirty[i / 64], __ATOMIC_SEQ_CST) & bit))
+				__atomic_fetch_or(&a->dirty[i / 64], bit, __ATOMIC_SEQ_CST);
+		}
 	}
 }
 

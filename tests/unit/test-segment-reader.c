@@ -1012,6 +1012,154 @@ START_TEST(test_map_no_stat)
 }
 END_TEST
 
+/* The file's dirty words now, as elided would find them. */
+static void dirty_words(const char *name, uint64_t words[ELIDE_SEG_DIRTY_ENTRIES / 64])
+{
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, words, ELIDE_SEG_DIRTY_ENTRIES / 8, ELIDE_SEG_DIRTY_OFFSET),
+			 ELIDE_SEG_DIRTY_ENTRIES / 8);
+	close(fd);
+}
+
+/* Mark entry i written, as libelide's rec_touch() does, into the file. */
+static void mark(const char *name, uint32_t i)
+{
+	uint64_t words[ELIDE_SEG_DIRTY_ENTRIES / 64];
+	int fd;
+
+	dirty_words(name, words);
+	words[i / 64] |= UINT64_C(1) << (i % 64);
+	fd = openat(dfd, name, O_WRONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, words, sizeof(words), ELIDE_SEG_DIRTY_OFFSET), (ssize_t)sizeof(words));
+	close(fd);
+}
+
+static bool no_marks(const char *name)
+{
+	uint64_t words[ELIDE_SEG_DIRTY_ENTRIES / 64];
+
+	dirty_words(name, words);
+	for (unsigned w = 0; w < ELIDE_SEG_DIRTY_ENTRIES / 64; w++)
+		if (words[w])
+			return false;
+	return true;
+}
+
+/* SEG_READ_DIRTY_ONLY: the marked entries, in index order, and the marks
+ * taken; every read through the mapping takes them; a writer that keeps
+ * none is read whole. */
+START_TEST(test_map_dirty_marks)
+{
+	WITH_SEG(s, 256, 200);
+	struct seg_snapshot *snap;
+	struct seg_map *m;
+
+	hdr(&s)->features = ELIDE_SEG_FEATURE_DIRTY;
+	seg_write(&s);
+	m = map_ok(s.name);
+	snap = map_read_ok(m, SEG_READ_DIRTY_ONLY | SEG_READ_HOT_ONLY);
+	ck_assert(snap->dirty_only);
+	ck_assert_uint_eq(snap->nlocks, 0);
+	ck_assert(seg_map_tracks_dirty(m, snap));
+	seg_snapshot_free(snap);
+
+	/* Three entries in three words, and the overflow entry. */
+	mark(s.name, 130);
+	mark(s.name, 5);
+	mark(s.name, 70);
+	mark(s.name, 1);
+	ent(&s, 70)->stats[ELIDE_SEG_STAT_ACQUIRED] = 777; /* through the file: the mapping sees it */
+	{
+		int fd = openat(dfd, s.name, O_WRONLY | O_CLOEXEC);
+		size_t off = LOCKS_OFFSET + 70 * sizeof(struct elide_seg_lock);
+
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pwrite(fd, s.buf + off, sizeof(struct elide_seg_lock), (off_t)off),
+				 (ssize_t)sizeof(struct elide_seg_lock));
+		close(fd);
+	}
+	snap = map_read_ok(m, SEG_READ_DIRTY_ONLY | SEG_READ_HOT_ONLY);
+	ck_assert(snap->dirty_only);
+	ck_assert_uint_eq(snap->nlocks, 4);
+	ck_assert_uint_eq(snap->locks[0].index, 1);
+	ck_assert_uint_eq(snap->locks[1].index, 5);
+	ck_assert_uint_eq(snap->locks[2].index, 70);
+	ck_assert_uint_eq(snap->locks[2].lock.stats[ELIDE_SEG_STAT_ACQUIRED], 777);
+	ck_assert_uint_eq(snap->locks[3].index, 130);
+	ck_assert_uint_eq(snap->nmarked_free, 0);
+	seg_snapshot_free(snap);
+	ck_assert(no_marks(s.name));
+
+	/* Taken: nothing the next time. */
+	snap = map_read_ok(m, SEG_READ_DIRTY_ONLY);
+	ck_assert(snap->dirty_only);
+	ck_assert_uint_eq(snap->nlocks, 0);
+	seg_snapshot_free(snap);
+
+	/* A destroyed lock is counted, not returned; marks past the table
+	 * (a hostile writer) are taken and ignored. */
+	mark(s.name, 9);
+	mark(s.name, 4000);
+	{
+		uint32_t zero = ELIDE_SEG_KIND_FREE;
+		int fd = openat(dfd, s.name, O_WRONLY | O_CLOEXEC);
+
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pwrite(fd, &zero, sizeof(zero), LOCKS_OFFSET + 9 * sizeof(struct elide_seg_lock)),
+				 (ssize_t)sizeof(zero));
+		close(fd);
+	}
+	snap = map_read_ok(m, SEG_READ_DIRTY_ONLY);
+	ck_assert_uint_eq(snap->nlocks, 0);
+	ck_assert_uint_eq(snap->nmarked_free, 1);
+	seg_snapshot_free(snap);
+
+	/* A whole read takes the marks too. */
+	mark(s.name, 100);
+	snap = map_read_ok(m, 0);
+	ck_assert(!snap->dirty_only);
+	ck_assert_uint_eq(snap->nlocks, 200);
+	seg_snapshot_free(snap);
+	ck_assert(no_marks(s.name));
+
+	/* A pread read leaves them to elided's mapping (elidectl, D-Bus calls). */
+	mark(s.name, 100);
+	snap = read_ok(s.name, 0);
+	ck_assert_uint_eq(snap->nlocks, 200);
+	seg_snapshot_free(snap);
+	ck_assert(!no_marks(s.name));
+
+	/* A writer without the feature (an older libelide): read whole. */
+	hdr(&s)->features = 0;
+	seg_write(&s);
+	snap = map_read_ok(m, SEG_READ_DIRTY_ONLY);
+	ck_assert(!snap->dirty_only);
+	ck_assert(!seg_map_tracks_dirty(m, snap));
+	ck_assert_uint_eq(snap->nlocks, 201);
+	seg_snapshot_free(snap);
+
+	/* Truncated under a marked read: a clean failure, no crash. */
+	hdr(&s)->features = ELIDE_SEG_FEATURE_DIRTY;
+	seg_write(&s);
+	mark(s.name, 5);
+	seg_truncate(s.name, 0);
+	{
+		char err[SEG_ERR_MAX] = "";
+
+		snap = NULL;
+		ck_assert_int_eq(seg_map_read_each(m, dfd, SEG_READ_DIRTY_ONLY | SEG_READ_MAP_NO_STAT, UINT32_MAX, 0,
+						   NULL, NULL, &snap, err, sizeof(err)), -EBADMSG);
+		ck_assert_ptr_null(snap);
+		ck_assert_msg(strstr(err, "truncated while being read"), "err \"%s\"", err);
+	}
+	seg_map_close(m);
+	seg_done(&s);
+}
+END_TEST
+
 struct truncator {
 	const char *name;
 	uint32_t at_index;
@@ -1125,6 +1273,7 @@ int main(void)
 	tcase_add_test(tc, test_map_reads_like_pread);
 	tcase_add_test(tc, test_map_replaced_and_resized);
 	tcase_add_test(tc, test_map_no_stat);
+	tcase_add_test(tc, test_map_dirty_marks);
 	tcase_add_test(tc, test_map_truncated_while_reading);
 	tcase_add_test(tc, test_map_other_sigbus_fatal);
 	suite_add_tcase(s, tc);
