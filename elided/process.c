@@ -173,11 +173,19 @@ static void followed_counters(const struct elide_seg_lock *e, uint64_t out[LOCK_
 /*
  * Fold one entry, as read now, into its view: rates over the interval and
  * the cut-off window.  A fresh view (new lock, recycled entry) has no rate
- * yet, and its window starts with everything the lock did so far.
+ * yet, and its window starts with everything the lock did so far.  Once
+ * per pass (`pass`, the process's refresh count): a pass that reads the
+ * segment again after a partial read (locks came or went) keeps the rates
+ * the first read computed.
  */
-static void update_view(struct lock_view *v, const struct elide_seg_lock *e, bool fresh, double per_sec)
+static void update_view(struct lock_view *v, const struct elide_seg_lock *e, bool fresh, double per_sec,
+			uint32_t pass)
 {
 	uint64_t now[LOCK_NRATES], delta[LOCK_NRATES];
+
+	if (!fresh && v->updated_in == pass)
+		return;
+	v->updated_in = pass;
 
 	/* Named later via elide.h; the flag keeps the cold name off this path. */
 	if (unlikely(e->name[0] && !v->named)) {
@@ -226,6 +234,7 @@ static bool view_is_of(const struct lock_view *v, uint32_t index, const struct e
  */
 static int merge_locks(struct tracked_process *p, const struct seg_snapshot *snap, double per_sec)
 {
+	uint32_t pass = (uint32_t)p->refreshes;
 	struct lock_view *views;
 	bool same = snap->nlocks == p->nlocks;
 
@@ -233,7 +242,7 @@ static int merge_locks(struct tracked_process *p, const struct seg_snapshot *sna
 		same = view_is_of(&p->locks[i], snap->locks[i].index, &snap->locks[i].lock);
 	if (same) {
 		for (uint32_t i = 0; i < snap->nlocks; i++)
-			update_view(&p->locks[i], &snap->locks[i].lock, false, per_sec);
+			update_view(&p->locks[i], &snap->locks[i].lock, false, per_sec, pass);
 		return 0;
 	}
 
@@ -266,7 +275,7 @@ static int merge_locks(struct tracked_process *p, const struct seg_snapshot *sna
 			v->kind = (uint8_t)e->kind;
 			v->rule_stale = true;
 		}
-		update_view(v, e, fresh, per_sec);
+		update_view(v, e, fresh, per_sec, pass);
 	}
 	free_views(p->locks, p->nlocks);
 	p->locks = views;
@@ -640,7 +649,7 @@ static int stream_entry(uint32_t index, const struct elide_seg_lock *e, void *us
 		__builtin_prefetch(&st->p->locks[st->next + 16], 1);
 		__builtin_prefetch((const char *)&st->p->locks[st->next + 16] + 64, 1);
 	}
-	update_view(&st->p->locks[st->next], e, false, st->per_sec);
+	update_view(&st->p->locks[st->next], e, false, st->per_sec, (uint32_t)st->p->refreshes);
 	pass_lock(st->pass, &st->p->locks[st->next++]);
 	return 0;
 }
@@ -662,7 +671,8 @@ static int read_segment(struct elided *d, struct tracked_process *p, unsigned fl
 				     each, userdata, snap, err, errlen);
 	r = seg_map_read_each(p->map, d->runtime_dirfd, flags, ELIDED_MAX_LOCKS_PER_PROCESS, created_ns, each,
 			      userdata, snap, err, errlen);
-	if (r < 0) {
+	/* -EAGAIN: the caller's walk stopped (locks came or went), the file is fine. */
+	if (r < 0 && r != -EAGAIN) {
 		seg_map_close(p->map);
 		p->map = NULL;
 	}
@@ -709,50 +719,64 @@ static void zero_rates(struct tracked_process *p, uint32_t position)
 }
 
 /*
- * A pass over the entries marked written since the last read (snap, from a
- * SEG_READ_DIRTY_ONLY read): their views are updated and visited, the
- * views that moved last time and not now get zero rates, the others keep
- * theirs (zero) without being touched: the cost follows the locks that
- * move.  Returns 1, changing nothing, when an entry has no view (a new or
- * recycled lock): the caller reads the segment whole.
+ * A pass over the entries marked written since the last read (a
+ * SEG_READ_DIRTY_ONLY read, entry by entry in index order): each one's view
+ * is found by a merge walk and updated; an entry without a view (a new or
+ * recycled lock) stops the read with -EAGAIN, and the caller reads the
+ * segment whole (update_view() keeps what this pass did).  finish_marked()
+ * then visits the marked views and zeroes the rates of those that moved
+ * last interval and not now; the others keep theirs (zero) untouched: the
+ * cost follows the locks that move.
  */
-static int apply_marked(struct tracked_process *p, const struct seg_snapshot *snap, double per_sec,
-			struct pass *ps)
-{
-	_cleanup_free_ uint32_t *pos = NULL;
-	size_t v = 0, old = 0;
+struct marked {
+	struct tracked_process *p;
+	double per_sec;
+	size_t cursor;               /* views before it have lower indices */
+	uint32_t *pos;               /* the marked views' positions, ascending */
+	size_t npos, cap;
+};
 
-	if (snap->nlocks) {
-		pos = malloc(snap->nlocks * sizeof(*pos));
+static int marked_entry(uint32_t index, const struct elide_seg_lock *e, void *userdata)
+{
+	struct marked *mk = userdata;
+	struct tracked_process *p = mk->p;
+
+	while (mk->cursor < p->nlocks && p->locks[mk->cursor].index < index)
+		mk->cursor++;
+	if (mk->cursor == p->nlocks || !view_is_of(&p->locks[mk->cursor], index, e))
+		return -EAGAIN;
+	if (mk->npos == mk->cap) {
+		size_t cap = mk->cap ? mk->cap * 2 : 64;
+		uint32_t *pos = reallocarray(mk->pos, cap, sizeof(*pos));
+
 		if (!pos)
 			return -ENOMEM;
+		mk->pos = pos;
+		mk->cap = cap;
 	}
-	/* Both in index order: one merge walk finds every view first. */
-	for (uint32_t i = 0; i < snap->nlocks; i++) {
-		uint32_t index = snap->locks[i].index;
+	update_view(&p->locks[mk->cursor], e, false, mk->per_sec, (uint32_t)p->refreshes);
+	mk->pos[mk->npos++] = (uint32_t)mk->cursor;
+	return 0;
+}
 
-		while (v < p->nlocks && p->locks[v].index < index)
-			v++;
-		if (v == p->nlocks || !view_is_of(&p->locks[v], index, &snap->locks[i].lock))
-			return 1;
-		pos[i] = (uint32_t)v;
-	}
-	for (uint32_t i = 0; i < snap->nlocks; i++) {
+static void finish_marked(struct tracked_process *p, struct marked *mk, struct pass *ps)
+{
+	size_t old = 0;
+
+	for (size_t i = 0; i < mk->npos; i++) {
 		/* Moved last time, not now: no longer moving. */
-		for (; old < p->nmoving && p->moving[old] < pos[i]; old++)
+		for (; old < p->nmoving && p->moving[old] < mk->pos[i]; old++)
 			zero_rates(p, p->moving[old]);
-		if (old < p->nmoving && p->moving[old] == pos[i])
+		if (old < p->nmoving && p->moving[old] == mk->pos[i])
 			old++;
-		update_view(&p->locks[pos[i]], &snap->locks[i].lock, false, per_sec);
-		pass_lock(ps, &p->locks[pos[i]]);
+		pass_lock(ps, &p->locks[mk->pos[i]]);
 	}
 	for (; old < p->nmoving; old++)
 		zero_rates(p, p->moving[old]);
 	free(p->moving);
-	p->moving = pos;
-	p->nmoving = snap->nlocks;
-	pos = NULL;
-	return 0;
+	p->moving = mk->pos;
+	p->nmoving = mk->npos;
+	mk->pos = NULL;
 }
 
 /* Said once per distinct problem, within the owner's rate limit; a file
@@ -879,17 +903,22 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	 * once more. */
 	pass_begin(&ps, d, p);
 	if (marked_pass) {
-		r = read_segment(d, p, flags | SEG_READ_HOT_ONLY | SEG_READ_DIRTY_ONLY, p->created_ns, NULL, NULL,
-				 &snap, err, sizeof(err));
-		if (r < 0 && r != -ESTALE) {
+		struct marked mk = { .p = p, .per_sec = per_sec };
+
+		r = read_segment(d, p, flags | SEG_READ_HOT_ONLY | SEG_READ_DIRTY_ONLY, p->created_ns, marked_entry,
+				 &mk, &snap, err, sizeof(err));
+		if (r < 0 && r != -ESTALE && r != -EAGAIN) {
+			free(mk.pos);
 			if (r == -ESRCH || r == -ENOENT)
 				return -ESRCH;
 			log_read_problem(d, p, r, err);
 			return r;
 		}
-		if (r == 0 && snap->dirty_only && !snap->nmarked_free && apply_marked(p, snap, per_sec, &ps) == 0) {
+		if (r == 0 && snap->dirty_only && !snap->nmarked_free) {
+			finish_marked(p, &mk, &ps);
 			streamed = true;
 		} else {
+			free(mk.pos);
 			/* Locks came or went, or a new image: the marks are taken,
 			 * so the segment is read whole (below). */
 			seg_snapshot_free(snap);
