@@ -416,14 +416,15 @@ static void seg_snapshot_freep(struct seg_snapshot **snap)
 }
 
 /*
- * Take the marks the writer set (header.dirty[]): each word that has any is
- * exchanged for 0 before the entries are read, so a write after that sets
- * its bit again for the next reader.  Marks at or past `high` are taken and
- * dropped (the entries are not in use).  Returns false
+ * Take the marks the writer set (header.dirty[]) on entries below `high`:
+ * each word that has any is exchanged for 0 before the entries are read, so
+ * a write after that sets its bit again for the next reader.  Marks in a
+ * word wholly past `high` stay (those entries are not in use; nothing
+ * reads them).  Returns false
  * when the segment keeps no marks (or is not mapped writable): then every
  * entry counts as marked.
  */
-static bool take_dirty(const struct seg_source *src, const struct elide_seg_header *h,
+static bool take_dirty(const struct seg_source *src, const struct elide_seg_header *h, uint32_t high,
 		       uint64_t marks[ELIDE_SEG_DIRTY_ENTRIES / 64])
 {
 	uint64_t *words = (uint64_t *)(void *)src->dirty_words;
@@ -431,7 +432,9 @@ static bool take_dirty(const struct seg_source *src, const struct elide_seg_head
 	if (!words || !(h->features & ELIDE_SEG_FEATURE_DIRTY))
 		return false;
 	for (uint32_t w = 0; w < ELIDE_SEG_DIRTY_ENTRIES / 64; w++) {
-		uint64_t v = __atomic_load_n(&words[w], __ATOMIC_RELAXED);
+		/* Words past the table are not looked at: a small process's
+		 * pass touches one line of them. */
+		uint64_t v = w * 64 < high ? __atomic_load_n(&words[w], __ATOMIC_RELAXED) : 0;
 
 		/* A clear word stays untouched: no write into the writer's line. */
 		marks[w] = v ? __atomic_exchange_n(&words[w], 0, __ATOMIC_SEQ_CST) : 0;
@@ -479,7 +482,7 @@ static int seg_read_locks(const struct seg_source *src, const char *name, struct
 	/* Every read through a writable mapping takes the marks, so that the
 	 * next one finds only what was written since.  Entries the bitmap does
 	 * not cover are read whole. */
-	marked = take_dirty(src, &snap->header, marks) && (flags & SEG_READ_DIRTY_ONLY) &&
+	marked = take_dirty(src, &snap->header, high, marks) && (flags & SEG_READ_DIRTY_ONLY) &&
 		 high <= ELIDE_SEG_DIRTY_ENTRIES;
 	snap->dirty_only = marked;
 	if (marked) {

@@ -741,8 +741,24 @@ static int marked_entry(uint32_t index, const struct elide_seg_lock *e, void *us
 	struct marked *mk = userdata;
 	struct tracked_process *p = mk->p;
 
-	while (mk->cursor < p->nlocks && p->locks[mk->cursor].index < index)
-		mk->cursor++;
+	/* Entries are mostly in use from the first one on, so a view's
+	 * position is usually its index less the first view's: one look.
+	 * Else a binary search past the cursor (a walk would touch every
+	 * view). */
+	size_t guess = p->nlocks ? index - p->locks[0].index : 0;
+	size_t lo = mk->cursor, hi = p->nlocks;
+
+	if (guess >= lo && guess < hi && p->locks[guess].index == index)
+		lo = hi = guess;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (p->locks[mid].index < index)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	mk->cursor = lo;
 	if (mk->cursor == p->nlocks || !view_is_of(&p->locks[mk->cursor], index, e))
 		return -EAGAIN;
 	if (mk->npos == mk->cap) {
@@ -884,10 +900,11 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	 * name (an exec'd image) comes with an inotify event, which drops the
 	 * mapping (elided_defer_segment). */
 	flags |= SEG_READ_MAP_NO_STAT;
-	/* Between the checked reads, and while no view needs a visit of its
-	 * own, only the entries the process marked written are read. */
+	/* While no view needs a visit of its own, only the entries the process
+	 * marked written are read, checked intervals included (decisions are
+	 * taken after the read and its checks: finish_marked()). */
 	bool marked_pass = p->dirty_tracking && p->map && p->nlocks && p->created_ns && p->last_sample_ns &&
-			   !(flags & SEG_READ_CHECK_PROCESS) && !p->rules_dirty && !p->walk_views;
+			   !p->rules_dirty && !p->walk_views;
 	bool streamed = false;
 	struct pass ps;
 	int r;
