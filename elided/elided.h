@@ -98,6 +98,7 @@ struct lock_view {
 	float rates[LOCK_NRATES];    /* per second over the last interval */
 	uint32_t index;              /* entry index in the segment */
 	uint32_t updated_in;         /* (uint32_t)refreshes of the pass that last updated it */
+	uint32_t decided_in;         /* ... that last adapted and decided for it (pass_lock) */
 	uint64_t window_aborts, window_attempts; /* daemon-side cut-off window */
 	struct lock_names *nm;       /* cold: names, call site */
 	uint8_t kind, state, reason, policy; /* enum elide_seg_kind, _state, _reason, elide_policy */
