@@ -652,14 +652,16 @@ static int seg_read_source(const struct seg_source *src, const char *name, pid_t
 	if (r < 0)
 		return r;
 
-	/* A file resized (or replaced) under us may have mixed old and new contents. */
-	r = source_stat(src, &st2);
-	if (r == -ESTALE)
-		return seg_error(err, errlen, -EBADMSG, name, "replaced while being read");
-	if (r < 0)
-		return seg_error(err, errlen, r, name, "cannot stat: %m");
-	if (st2.st_size != st->st_size)
-		return seg_error(err, errlen, -EBADMSG, name, "changed size while being read");
+	/* A file resized (or replaced) under us may have mixed old and new
+	 * contents.  Not so a mapping: it reads one file throughout, and a
+	 * truncation faults (SIGBUS, reported by the caller). */
+	if (!src->map) {
+		r = source_stat(src, &st2);
+		if (r < 0)
+			return seg_error(err, errlen, r, name, "cannot stat: %m");
+		if (st2.st_size != st->st_size)
+			return seg_error(err, errlen, -EBADMSG, name, "changed size while being read");
+	}
 
 	if (flags & SEG_READ_CHECK_PROCESS) {
 		r = seg_check_process(snap, err, errlen);

@@ -126,42 +126,46 @@ struct history_point {
 };
 
 struct tracked_process {
+	/* Read every interval: together at the start, so that a pass over a
+	 * thousand quiet processes touches one or two lines of each (the
+	 * fields were spread over 8 KiB). */
+	struct tracked_process *next;
 	pid_t pid;
-	uint64_t start_time;
-	uint64_t created_ns;         /* the segment's; a new value means a new image (exec) */
 	uid_t uid;
-	char seg_name[64];
 	struct seg_map *map;         /* seg_name mapped for the interval's reads; NULL until read */
+	struct lock_view *locks;
+	size_t nlocks;
+	uint32_t *moving;            /* positions in locks[] whose rates are not zero, ascending */
+	size_t nmoving;
+	uint64_t refreshes;          /* reads of its segment so far */
+	uint64_t last_sample_ns;
+	uint64_t created_ns;         /* the segment's; a new value means a new image (exec) */
+	uint64_t start_time;
+	uint32_t elision;            /* header.elision */
+	uint32_t mode;               /* header.mode (enum elide_seg_mode) */
+	uint32_t sample;
+	enum policy_mode override;   /* from elidectl (SetProcessMode); UNSET = none */
+	bool rules_dirty;            /* decision changed: every lock's rule_mode is stale */
+	bool lock_overrides;         /* a lock has had one since the last reset (SetLockMode) */
+	bool dirty_tracking;         /* the segment marks the entries written (its last read said so) */
+	bool walk_views;             /* the next pass visits every view (a countdown, an override, names) */
+	bool control_valid;
+	bool maps_reloaded;          /* already reloaded during this refresh */
+	bool sym_pending;            /* some lock waits for its symbol names */
+	bool warned_skipped, warned_bad; /* logged once per process */
+	size_t history_len, history_next;
+	struct policy_decision decision; /* from the config */
+	/* Read when something changed, or on request. */
+	char seg_name[64];
+	char status_reason[ELIDE_SEG_REASON_MAX];
 	char exe[ELIDE_SEG_EXE_MAX];
 	char comm[ELIDE_SEG_COMM_MAX];
 	char unit[128];              /* "" when none */
 	char slice[128];
-	uint32_t elision;            /* header.elision */
-	uint32_t mode;               /* header.mode (enum elide_seg_mode) */
-	uint32_t sample;
-	char status_reason[ELIDE_SEG_REASON_MAX];
-	struct policy_decision decision; /* from the config */
-	bool rules_dirty;            /* decision changed: every lock's rule_mode is stale */
-	enum policy_mode override;   /* from elidectl (SetProcessMode); UNSET = none */
-	bool lock_overrides;         /* a lock has had one since the last reset (SetLockMode) */
-	struct lock_view *locks;
-	size_t nlocks;
-	uint64_t last_sample_ns;
 	struct history_point history[ELIDED_HISTORY];
-	size_t history_len, history_next;
 	struct elide_seg_control control_written; /* what we last wrote */
-	bool control_valid;
 	char last_error[SEG_ERR_MAX]; /* last read/write problem, "" when fine */
 	struct elfsym_maps *maps;    /* for naming locks; reloaded when names fail */
-	bool maps_reloaded;          /* already reloaded during this refresh */
-	bool sym_pending;            /* some lock waits for its symbol names */
-	uint64_t refreshes;          /* reads of its segment so far */
-	bool dirty_tracking;         /* the segment marks the entries written (its last read said so) */
-	bool walk_views;             /* the next pass visits every view (a countdown, an override, names) */
-	uint32_t *moving;            /* positions in locks[] whose rates are not zero, ascending */
-	size_t nmoving;
-	bool warned_skipped, warned_bad; /* logged once per process */
-	struct tracked_process *next;
 };
 
 /* The name a process goes by in logs and metrics: its executable, else its

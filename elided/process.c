@@ -360,6 +360,7 @@ struct pass {
 	struct history_point sum;
 	unsigned locks_written;
 	bool daemon_off;              /* a visited lock is off by the daemon's adaptation */
+	bool marked_only;             /* visits only the locks marked written (marked_entry()) */
 	/* Whose process it is, asked before the first write of the pass:
 	 * 0 not yet, 1 the one we know, -1 another (or gone): no writes. */
 	int owner;
@@ -537,8 +538,9 @@ static void pass_end(struct pass *ps, uint64_t t, bool history)
 	char err[SEG_ERR_MAX];
 	int r;
 
-	/* An owner changed in the middle of the pass decided anew. */
-	if (ps->owner >= 0)
+	/* An owner changed in the middle of the pass decided anew; a pass
+	 * over the marked locks only leaves the others' rules to the next. */
+	if (ps->owner >= 0 && !ps->marked_only)
 		p->rules_dirty = false;
 	if (history) {
 		ps->sum.time_ns = t;
@@ -729,12 +731,12 @@ static void zero_rates(struct tracked_process *p, uint32_t position)
 /*
  * A pass over the entries marked written since the last read (a
  * SEG_READ_DIRTY_ONLY read, entry by entry in index order): each one's view
- * is found by a merge walk and updated; an entry without a view (a new or
- * recycled lock) stops the read with -EAGAIN, and the caller reads the
- * segment whole (update_view() keeps what this pass did).  finish_marked()
- * then visits the marked views and zeroes the rates of those that moved
- * last interval and not now; the others keep theirs (zero) untouched: the
- * cost follows the locks that move.
+ * is found and updated, and visited (pass_lock) while it is in the cache;
+ * the views that moved last interval and not now get zero rates; the
+ * others keep theirs (zero) untouched: the cost follows the locks that
+ * move.  An entry without a view (a new or recycled lock) stops the read
+ * with -EAGAIN, and the caller reads the segment whole (update_view() and
+ * pass_lock() keep what this pass did).
  */
 struct marked {
 	struct tracked_process *p;
@@ -947,6 +949,8 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 		struct marked mk = { .p = p, .ps = &ps, .per_sec = per_sec,
 				     .decide = !(flags & SEG_READ_CHECK_PROCESS) };
 
+		ps.marked_only = true;
+
 		r = read_segment(d, p, flags | SEG_READ_HOT_ONLY | SEG_READ_DIRTY_ONLY, p->created_ns, marked_entry,
 				 &mk, &snap, err, sizeof(err));
 		if (r < 0 && r != -ESTALE && r != -EAGAIN) {
@@ -1034,7 +1038,9 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	p->elision = snap->header.elision;
 	p->mode = snap->header.mode;
 	p->sample = snap->header.sample;
-	snprintf(p->status_reason, sizeof(p->status_reason), "%s", snap->header.status_reason);
+	/* NUL-terminated (checked by the reader); copied only when it changed. */
+	if (strcmp(p->status_reason, snap->header.status_reason))
+		memcpy(p->status_reason, snap->header.status_reason, sizeof(p->status_reason));
 	r = streamed ? 0 : merge_locks(p, snap, per_sec);
 	if (r == 0) {
 		if (!streamed) {
