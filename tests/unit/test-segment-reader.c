@@ -1094,6 +1094,17 @@ START_TEST(test_map_dirty_marks)
 	seg_snapshot_free(snap);
 	ck_assert(no_marks(s.name));
 
+	/* Half of them marked: the sequential walk, the same answer. */
+	for (uint32_t i = 2; i < 202; i += 2)
+		mark(s.name, i);
+	snap = map_read_ok(m, SEG_READ_DIRTY_ONLY | SEG_READ_HOT_ONLY);
+	ck_assert(snap->dirty_only);
+	ck_assert_uint_eq(snap->nlocks, 100);
+	for (uint32_t i = 0; i < 100; i++)
+		ck_assert_uint_eq(snap->locks[i].index, 2 + 2 * i);
+	seg_snapshot_free(snap);
+	ck_assert(no_marks(s.name));
+
 	/* Taken: nothing the next time. */
 	snap = map_read_ok(m, SEG_READ_DIRTY_ONLY);
 	ck_assert(snap->dirty_only);
