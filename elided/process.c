@@ -689,21 +689,21 @@ static int read_segment(struct elided *d, struct tracked_process *p, unsigned fl
 	return r;
 }
 
+static bool view_moved(const struct lock_view *v)
+{
+	for (int k = 0; k < LOCK_NRATES; k++)
+		if (v->rates[k] != 0)
+			return true;
+	return false;
+}
+
 /* After a pass that visited every view: which ones moved. */
 static void collect_moving(struct tracked_process *p)
 {
 	size_t n = 0;
 
-	for (size_t i = 0; i < p->nlocks; i++) {
-		const float *r = p->locks[i].rates;
-
-		for (int k = 0; k < LOCK_NRATES; k++) {
-			if (r[k] != 0) {
-				n++;
-				break;
-			}
-		}
-	}
+	for (size_t i = 0; i < p->nlocks; i++)
+		n += view_moved(&p->locks[i]);
 	free(p->moving);
 	p->moving = n ? malloc(n * sizeof(*p->moving)) : NULL;
 	p->nmoving = 0;
@@ -712,14 +712,9 @@ static void collect_moving(struct tracked_process *p)
 		p->walk_views = n > 0;
 		return;
 	}
-	for (size_t i = 0; i < p->nlocks; i++) {
-		for (int k = 0; k < LOCK_NRATES; k++) {
-			if (p->locks[i].rates[k] != 0) {
-				p->moving[p->nmoving++] = (uint32_t)i;
-				break;
-			}
-		}
-	}
+	for (size_t i = 0; i < p->nlocks; i++)
+		if (view_moved(&p->locks[i]))
+			p->moving[p->nmoving++] = (uint32_t)i;
 }
 
 static void zero_rates(struct tracked_process *p, uint32_t position)
