@@ -9,6 +9,9 @@
 #   libelide       LD_PRELOAD=libelide.so
 #   libelide-off   LD_PRELOAD=libelide.so ELIDE=mode=off
 #   libelide-nostats LD_PRELOAD=libelide.so ELIDE=stats=0 (statistics cost: the "stats on/off" column)
+#   floor          LD_PRELOAD=elide-forward.so, a preload that only forwards
+#                  each lock call to glibc: what any interposer costs at least
+#                  (skipped, with a note, when elide-forward.so is not built)
 #
 # --sim adds libelide with ELIDE_SIM_ABORT (every transaction aborts with a
 # given status; honoured only where RTM is missing) in adaptive mode and
@@ -36,6 +39,7 @@ bench=""
 out=""
 sim=no
 lib_old=""
+floor=""
 
 sim_modes=(adaptive on)
 sim_causes=(conflict capacity none)
@@ -59,6 +63,9 @@ Options:
                      ../libelide/.libs/ next to this script)
   --bench PATH       elide-bench binary (default: the first of
                      \$top_builddir/bench/, ./bench/ and this script's folder)
+  --floor PATH       elide-forward.so, the forwarding-only preload run as the
+                     "floor" configuration (default: bench/.libs/ next to
+                     the elide-bench binary; without it no floor columns)
   --sim              also run libelide with simulated aborts (ELIDE_SIM_ABORT):
                      adaptive and mode=on, each with conflict (0x6), capacity
                      (0x8) and status-less (0x0) aborts, as ratios vs plain in
@@ -91,6 +98,7 @@ while [[ $# -gt 0 ]]; do
 	--workloads)	need_value "$@"; workloads=$2; shift 2 ;;
 	--lib)		need_value "$@"; lib=$2; shift 2 ;;
 	--bench)	need_value "$@"; bench=$2; shift 2 ;;
+	--floor)	need_value "$@"; floor=$2; shift 2 ;;
 	--out)		need_value "$@"; out=$2; shift 2 ;;
 	--sim)		sim=yes; shift ;;
 	--lib-old)	need_value "$@"; lib_old=$2; shift 2 ;;
@@ -135,6 +143,16 @@ if [[ -z $lib ]]; then
 fi
 lib=$(abs_lib "$lib" libelide) || exit 1
 check_preload "$lib" "$bench" --list
+# The floor: a preload that only forwards, built next to elide-bench.
+floor_note=""
+if [[ -z $floor ]]; then
+	floor=$(find_first "$(dirname "$bench")/.libs/elide-forward.so") ||
+		floor_note="not built (make bench/elide-forward.la), no floor columns"
+fi
+if [[ -n $floor ]]; then
+	floor=$(abs_lib "$floor" "forwarding preload (--floor)") || exit 1
+	check_preload "$floor" "$bench" --list
+fi
 if [[ -n $lib_old ]]; then
 	lib_old=$(abs_lib "$lib_old" "old libelide (--lib-old)") || exit 1
 	check_preload "$lib_old" "$bench" --list
@@ -156,6 +174,9 @@ done
 # the --lib-old library; "sim-MODE-CAUSE" is libelide with ELIDE=mode=MODE
 # and ELIDE_SIM_ABORT=$(sim_status CAUSE).
 configs=(plain glibc-elision libelide libelide-off libelide-nostats)
+if [[ -n $floor ]]; then
+	configs+=(floor)
+fi
 sim_configs=()
 if [[ $sim == yes ]]; then
 	for m in "${sim_modes[@]}"; do
@@ -210,6 +231,7 @@ run_one() {
 	esac
 	case $base in
 	plain)		;;
+	floor)		envv+=(LD_PRELOAD="$floor") ;;
 	glibc-elision)	envv+=(GLIBC_TUNABLES=glibc.elision.enable=1) ;;
 	libelide)	envv+=(LD_PRELOAD="$l") ;;
 	libelide-off)	envv+=(LD_PRELOAD="$l" ELIDE=mode=off) ;;
@@ -247,6 +269,7 @@ sim_rows=$runtime_dir/sim-rows.md
 	machine_lines
 	echo "- runs: $runs per configuration, interleaved; duration: $duration_ms ms per run; figure: median ops/s"
 	echo "- libelide: $lib"
+	echo "- floor: ${floor:-$floor_note} (a preload that only forwards each lock call to glibc)"
 	if [[ -n $lib_old ]]; then
 		echo "- old libelide: $lib_old (the \"old\" columns and rows, run in the same rounds)"
 	fi
@@ -256,6 +279,10 @@ sim_rows=$runtime_dir/sim-rows.md
 	echo
 	head="| workload | threads | plain Mops/s | glibc-elision/plain | libelide/plain | libelide/glibc-elision | off/plain | stats on/off |"
 	rule="|---|---:|---:|---:|---:|---:|---:|---:|"
+	if [[ -n $floor ]]; then
+		head+=" floor/plain | libelide/floor |"
+		rule+="---:|---:|"
+	fi
 	if [[ -n $lib_old ]]; then
 		head+=" old libelide/plain | old off/plain | libelide new/old |"
 		rule+="---:|---:|---:|"
@@ -290,6 +317,10 @@ for w in $workloads; do
 			"$(ratio "$glibc" "$plain")" "$(ratio "$elide" "$plain")" \
 			"$(ratio "$elide" "$glibc")" "$(ratio "$off" "$plain")" \
 			"$(ratio "$elide" "$nostats")")
+		if [[ -n $floor ]]; then
+			floor_ops=$(median <<<"${results[floor]}")
+			row+=$(printf ' %s | %s |' "$(ratio "$floor_ops" "$plain")" "$(ratio "$elide" "$floor_ops")")
+		fi
 		if [[ -n $lib_old ]]; then
 			old_elide=$(median <<<"${results[old-libelide]}")
 			old_off=$(median <<<"${results[old-libelide-off]}")
@@ -304,6 +335,9 @@ for w in $workloads; do
 				row="| $w | $t |"
 				if [[ -n $lib_old ]]; then
 					if [[ -n $prefix ]]; then row+=" old |"; else row+=" new |"; fi
+				fi
+				if [[ -n $floor ]]; then
+					row+=" $(ratio "$floor_ops" "$plain") |"
 				fi
 				for c in "${sim_configs[@]}"; do
 					row+=" $(ratio "$(median <<<"${results[$prefix$c]}")" "$plain") |"
@@ -326,6 +360,10 @@ if [[ ${#sim_configs[@]} -gt 0 ]]; then
 			echo "never succeeds (design targets: adaptive >= 0.97x plain, mode=on >= 0.5x"
 			echo "plain). ELIDE_SIM_ABORT is honoured only where RTM is missing; on a CPU"
 			echo "with RTM these columns would repeat plain libelide."
+			if [[ -n $floor ]]; then
+				echo "The floor column is the forwarding-only preload: no interposer, libelide"
+				echo "included, can do better than it."
+			fi
 		else
 			echo "**Simulated aborts $sim_note.**"
 		fi
@@ -335,6 +373,10 @@ if [[ ${#sim_configs[@]} -gt 0 ]]; then
 		if [[ -n $lib_old ]]; then
 			head+=" build |"
 			rule+="---|"
+		fi
+		if [[ -n $floor ]]; then
+			head+=" floor |"
+			rule+="---:|"
 		fi
 		for c in "${sim_configs[@]}"; do
 			m=${c#sim-}

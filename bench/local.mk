@@ -4,6 +4,12 @@ noinst_PROGRAMS += bench/elide-bench
 bench_elide_bench_SOURCES = bench/elide-bench.c
 bench_elide_bench_CFLAGS = $(AM_CFLAGS) -O2
 bench_elide_bench_LDFLAGS = $(AM_LDFLAGS) -pthread
+# The interposition floor for compare.sh: a preload that only forwards.
+# A shared module that is never installed needs an -rpath to be built.
+noinst_LTLIBRARIES += bench/elide-forward.la
+bench_elide_forward_la_SOURCES = bench/elide-forward.c
+bench_elide_forward_la_CFLAGS = $(AM_CFLAGS) -O2
+bench_elide_forward_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared -rpath /nowhere -Wl,-z,now
 EXTRA_DIST += bench/compare.sh bench/RESULTS.md bench/README.md bench/daemon-scale.sh bench/sysbench.sh bench/lib.sh \
 	bench/results/README.md
 

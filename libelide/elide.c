@@ -188,7 +188,8 @@ struct lock_local {
 	uintptr_t key;                /* lock_key() of the lock, 0 = slot unused */
 	/* Acquisitions this thread sends straight to glibc from the fast path
 	 * before it looks at the lock's record again: the fast path of a lock
-	 * that is not elided right now is a compare and a decrement. */
+	 * that is not elided right now is a compare and a decrement.  The
+	 * hot lock's burst is in struct elide_thread instead (hot_grant()). */
 	uint32_t burst;
 	uint32_t idx;                 /* its record index when the slot was filled */
 	uint32_t skip_left;           /* real acquisitions before the next probe, 0 = not counting */
@@ -219,6 +220,12 @@ struct lock_local {
 
 struct elide_thread {
 	unsigned depth;
+	/* The burst of the lock granted one last (the hot lock): next to
+	 * depth, so its fast path reads one line of this thread's and
+	 * computes no slot (a third of what a backed-off contended lock
+	 * cost over a bare forwarding interposer, bench/RESULTS.md). */
+	uint32_t hot_burst;
+	uintptr_t hot_key;            /* its lock_key(), 0 = none */
 	unsigned attempt_count;       /* drives 1-in-16 abort timing */
 	struct lock_rec *probe_rec;   /* set inside a probing transaction */
 	struct elided_lock held[ELIDE_MAX_NEST];
@@ -581,6 +588,24 @@ static __attribute__((noinline)) bool probe_elide(void *lock, struct lock_rec *r
 	return false;
 }
 
+/* A burst just granted goes to the hot entry; the previous hot lock's rest
+ * goes back to its slot, so two locks used in turn both keep theirs (the
+ * other one's fast path finds it in its slot). */
+static inline void hot_grant(struct lock_local *l, uint32_t n)
+{
+	if (self.hot_key != l->key) {
+		if (self.hot_key) {
+			struct lock_local *old = local_slot((const void *)(self.hot_key & ~(uintptr_t)1), self.hot_key & 1);
+
+			if (old->key == self.hot_key)
+				old->burst = self.hot_burst;
+		}
+		self.hot_key = l->key;
+	}
+	self.hot_burst = n;
+	l->burst = 0;
+}
+
 /*
  * A tracked lock that is not elided now (backed off, or off by policy):
  * this acquisition is real, and so are the next `burst` of this thread,
@@ -609,7 +634,7 @@ static __attribute__((noinline)) void grant_burst(struct lock_local *l, struct l
 		n = burst_length(l);
 	}
 	l->skip_left -= gate > 0 ? n : 0;
-	l->burst = n;
+	hot_grant(l, n);
 	if (n == 0 && !sample_now(l))
 		return;
 	if (elide.opts.stats) {
@@ -655,18 +680,26 @@ static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_
 
 /*
  * The fast path of a tracked lock in the middle of a burst: found by the
- * lock's address in this thread's slots, without touching the lock's line
- * (glibc's atomic instruction is the first to) or its record.  A slot left
- * from a lock destroyed and made again at the same address sends at most
+ * lock's address in the hot entry or this thread's slots, without touching
+ * the lock's line (glibc's atomic instruction is the first to) or its
+ * record.  A slot left from a lock destroyed and made again at the same
+ * address sends at most
  * a burst of acquisitions to glibc that might have been elided: always
  * correct.  Inside an elided section the slow path decides (an rwlock's
  * relock must be seen there).
  */
 static inline bool takes_burst(const void *lock, bool write_side)
 {
-	struct lock_local *l = local_slot(lock, write_side);
+	struct lock_local *l;
 	uintptr_t key = lock_key(lock, write_side);
 
+	if (likely(self.hot_key == key)) {
+		if (self.hot_burst == 0 || in_elided_section())
+			return false;
+		self.hot_burst--;
+		return true;
+	}
+	l = local_slot(lock, write_side);
 	if (l->key != key || l->burst == 0 || in_elided_section())
 		return false;
 	l->burst--;
