@@ -380,14 +380,32 @@ static inline void prefetch_for_write(const void *p)
  * mode=on: an acquisition whose thread's attempts on this lock keep failing
  * will end in glibc's atomic instruction on the lock's line; ask for the
  * line exclusive before the slow path reads it (shared).  Never for a lock
- * that elides: eliding threads only read the line, and taking it exclusive
- * would bounce it between them.
+ * that elides: eliding threads only read the line, and a PREFETCHW
+ * invalidates the other CPUs' copies, which aborts every transaction
+ * that has the lock in its read set (all of them: each reads the lock).
  */
 static inline void prefetch_if_failing(const void *lock, bool write_side)
 {
 	const struct lock_local *l = local_slot(lock, write_side);
 
 	if (l->key == lock_key(lock, write_side) && l->fail_streak >= STREAK_THROTTLE)
+		prefetch_for_write(lock);
+}
+
+/*
+ * Adaptive: the same, the other way round.  Most locks that reach this
+ * point are untracked or not eliding, and glibc's atomic instruction comes
+ * next, so the line is asked for exclusive; but not for a lock this
+ * thread elided at its last acquisitions (its slot knows the lock and has
+ * no failing streak), for the reason above.  A lock whose slot another
+ * lock took is prefetched, and then costs the transactions running on it
+ * one abort each.
+ */
+static inline void prefetch_unless_eliding(const void *lock, bool write_side)
+{
+	const struct lock_local *l = local_slot(lock, write_side);
+
+	if (l->key != lock_key(lock, write_side) || l->fail_streak >= STREAK_THROTTLE)
 		prefetch_for_write(lock);
 }
 
@@ -839,7 +857,7 @@ static inline bool mutex_takes_fast_path(const pthread_mutex_t *m)
 		return true;
 	/* glibc writes this line next: ask for it exclusive now, or the read
 	 * below fetches it shared and glibc's CAS pays a second transfer. */
-	prefetch_for_write(m);
+	prefetch_unless_eliding(m, false);
 	return (glibc_mutex_idx_load(m) | mutex_word(m)) == 0;
 }
 
@@ -1058,7 +1076,7 @@ static inline bool rwlock_takes_fast_path(pthread_rwlock_t *rw, bool write)
 	}
 	if (takes_burst(rw, write))
 		return true;
-	prefetch_for_write(rw); /* as for mutexes: glibc's atomic add comes next */
+	prefetch_unless_eliding(rw, write); /* as for mutexes: glibc's atomic add comes next */
 	return __atomic_load_n(rwlock_idx_ptr(rw, write), __ATOMIC_RELAXED) == 0 && !rwlock_in_use(rw);
 }
 
