@@ -853,6 +853,60 @@ bool seg_map_tracks_dirty(const struct seg_map *m, const struct seg_snapshot *sn
 	return m && m->writable && snap && (snap->header.features & ELIDE_SEG_FEATURE_DIRTY);
 }
 
+void seg_peek_of(const struct seg_snapshot *snap, struct seg_peek *q)
+{
+	*q = (struct seg_peek){
+		.created_ns = snap->header.created_ns,
+		.publish_ns = snap->header.publish_ns,
+		.lock_high_water = snap->header.lock_high_water,
+		.elision = snap->header.elision,
+		.mode = snap->header.mode,
+		.sample = snap->header.sample,
+		.features = snap->header.features,
+	};
+}
+
+bool seg_peek_changed(const struct seg_peek *a, const struct seg_peek *b)
+{
+	return a->created_ns != b->created_ns || a->publish_ns != b->publish_ns ||
+	       a->lock_high_water != b->lock_high_water || a->elision != b->elision || a->mode != b->mode ||
+	       a->sample != b->sample || a->features != b->features;
+}
+
+int seg_map_peek(struct seg_map *m, struct seg_peek *q)
+{
+	const struct elide_seg_header *h = m->base;
+	const uint64_t *words = (const uint64_t *)(const void *)((const uint8_t *)m->base + ELIDE_SEG_DIRTY_OFFSET);
+	uint64_t any = 0;
+	uint32_t high;
+	bool faulted;
+
+	if (!m->writable)
+		return -EOPNOTSUPP;
+	if (m->size < ELIDE_SEG_HEADER_SIZE)
+		return -EBADMSG;
+	seg_guard.faulted = 0;
+	seg_guard.lo = m->base;
+	seg_guard.hi = (const uint8_t *)m->base + m->size;
+	/* Each field once, as the writer may change it meanwhile. */
+	q->created_ns = __atomic_load_n(&h->created_ns, __ATOMIC_RELAXED);
+	q->publish_ns = __atomic_load_n(&h->publish_ns, __ATOMIC_ACQUIRE);
+	high = __atomic_load_n(&h->lock_high_water, __ATOMIC_RELAXED);
+	q->lock_high_water = high;
+	q->elision = __atomic_load_n(&h->elision, __ATOMIC_RELAXED);
+	q->mode = __atomic_load_n(&h->mode, __ATOMIC_RELAXED);
+	q->sample = __atomic_load_n(&h->sample, __ATOMIC_RELAXED);
+	q->features = __atomic_load_n(&h->features, __ATOMIC_RELAXED);
+	/* The words take_dirty() would look at (a bogus high only makes the
+	 * look longer: it stops at the bitmap's end). */
+	for (uint32_t w = 0; w < ELIDE_SEG_DIRTY_ENTRIES / 64 && w * 64 < high; w++)
+		any |= __atomic_load_n(&words[w], __ATOMIC_RELAXED);
+	q->marked = any != 0;
+	faulted = seg_guard.faulted;
+	seg_guard.lo = seg_guard.hi = NULL;
+	return faulted ? -EBADMSG : 0;
+}
+
 void seg_map_close(struct seg_map *m)
 {
 	if (!m)

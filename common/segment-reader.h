@@ -150,6 +150,39 @@ void seg_map_close(struct seg_map *m);
 bool seg_map_tracks_dirty(const struct seg_map *m, const struct seg_snapshot *snap);
 
 /*
+ * What a reader that follows a segment through its marks would notice
+ * changing in the header: its status and the lock table's extent.  Values
+ * are only compared for equality, never acted on, so they need no
+ * validation.
+ */
+struct seg_peek {
+	uint64_t created_ns;
+	uint64_t publish_ns;          /* moves with status_reason, elision, rtm_usable */
+	uint32_t lock_high_water;
+	uint32_t elision;
+	uint32_t mode;
+	uint32_t sample;
+	uint32_t features;
+	bool marked;                  /* (seg_map_peek) a dirty mark below lock_high_water is set */
+};
+
+/* The fields of the header a read copied (marked is false). */
+void seg_peek_of(const struct seg_snapshot *snap, struct seg_peek *q);
+
+/*
+ * One look at a mapped segment without reading it: the header's peek
+ * fields and whether any entry is marked written, straight from the
+ * mapping (a few cache lines, no copy, no system call).  A quiet process
+ * (peek equal to the one of its last read, nothing marked) has nothing
+ * new to read.  -EOPNOTSUPP when the mapping cannot carry marks (read-only),
+ * -EBADMSG when the file was truncated under the look.
+ */
+int seg_map_peek(struct seg_map *m, struct seg_peek *q);
+
+/* Whether two peeks differ in anything but `marked`. */
+bool seg_peek_changed(const struct seg_peek *a, const struct seg_peek *b);
+
+/*
  * For elided: write a control block under its seqlock (generation made odd,
  * fields written, generation made even and larger), and per-lock decisions.
  * The file is opened O_RDWR|O_NOFOLLOW and checked to be the same regular

@@ -27,6 +27,10 @@ struct symbolizer;
 #define ELIDED_MAX_LOCKS_PER_PROCESS 4096u
 /* Intervals between two checks of a tracked process against /proc. */
 #define ELIDED_PROC_CHECK_EVERY 10u
+/* ...for a process whose pidfd elided holds: its exit is exact, so the
+ * check only confirms the owner (also looked at with one stat every
+ * ELIDED_PROC_CHECK_EVERY intervals) and the file under its name. */
+#define ELIDED_PROC_CHECK_WATCHED_EVERY 60u
 /* A new segment is adopted at the first adoption pass after it appeared,
  * at most this long (or one interval, when shorter) later: most processes
  * on a host end sooner and then cost nothing but two directory events. */
@@ -144,10 +148,13 @@ struct tracked_process {
 	uint32_t elision;            /* header.elision */
 	uint32_t mode;               /* header.mode (enum elide_seg_mode) */
 	uint32_t sample;
+	struct seg_peek last_peek;   /* the header as its last read saw it (quiet_pass()) */
 	enum policy_mode override;   /* from elidectl (SetProcessMode); UNSET = none */
 	bool rules_dirty;            /* decision changed: every lock's rule_mode is stale */
 	bool lock_overrides;         /* a lock has had one since the last reset (SetLockMode) */
 	bool dirty_tracking;         /* the segment marks the entries written (its last read said so) */
+	bool peek_valid;             /* last_peek is set */
+	bool exit_watched;           /* elided holds its pidfd: its exit is reported at once */
 	bool walk_views;             /* the next pass visits every view (a countdown, an override, names) */
 	bool control_valid;
 	bool maps_reloaded;          /* already reloaded during this refresh */

@@ -8,6 +8,8 @@
  *   seg-forge --dir D --pid P --symlink TARGET | --fifo
  *   seg-forge --dir D --junk N
  *   seg-forge --dir D --animate SECS [--active PCT]  (every segment in D)
+ *   seg-forge --dir D --pid P --status TEXT   (P's existing segment: a new
+ *             status, published as libelide does, no lock entry touched)
  *
  * A forged segment is valid for the live process P (start time from
  * /proc/P/stat, owner the caller) unless --corrupt says otherwise.  Its lock
@@ -28,6 +30,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +64,7 @@ static double arg_flap = -1;
 static double arg_animate = -1;
 static long arg_active = 100; /* --animate: % of each segment's locks that move */
 static long arg_junk = -1;
+static const char *arg_status;
 
 static volatile sig_atomic_t stop;
 
@@ -673,6 +677,29 @@ static void junk(int dirfd, long n)
 	}
 }
 
+/* ---- --status ---------------------------------------------------------- */
+
+/* As libelide's status publication: the fields, then publish_ns last. */
+static void set_status(int dirfd, const char *name, const char *text)
+{
+	struct elide_seg_header h;
+	struct timespec now;
+	int fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		die("cannot open %s: %m", name);
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
+		die("cannot read the header of %s", name);
+	h.elision = ELIDE_SEG_ELISION_OFF;
+	snprintf(h.status_reason, sizeof(h.status_reason), "%s", text);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	h.publish_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+	pwrite_or_die(fd, &h.elision, sizeof(h.elision), offsetof(struct elide_seg_header, elision));
+	pwrite_or_die(fd, h.status_reason, sizeof(h.status_reason), offsetof(struct elide_seg_header, status_reason));
+	pwrite_or_die(fd, &h.publish_ns, sizeof(h.publish_ns), offsetof(struct elide_seg_header, publish_ns));
+	close(fd);
+}
+
 /* ---- main ----------------------------------------------------------------- */
 
 static void usage(FILE *out)
@@ -684,6 +711,8 @@ static void usage(FILE *out)
 		"       seg-forge --dir DIR --junk N\n"
 		"       seg-forge --dir DIR --animate SECS [--active PCT]\n"
 		"                 (every segment in DIR; 0 = until killed; PCT of each one's locks move)\n"
+		"       seg-forge --dir DIR --pid PID --status TEXT [--name NAME]\n"
+		"                 (the existing segment: elision off for TEXT, publish_ns now)\n"
 		"Corruptions:");
 	for (size_t i = 0; i < ARRAY_SIZE(corrupt_kinds); i++)
 		fprintf(out, " %s", corrupt_kinds[i]);
@@ -731,6 +760,7 @@ int main(int argc, char **argv)
 		{ "animate", required_argument, NULL, 'a' },
 		{ "active", required_argument, NULL, 'A' },
 		{ "junk", required_argument, NULL, 'j' },
+		{ "status", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
@@ -784,6 +814,9 @@ int main(int argc, char **argv)
 		case 'j':
 			arg_junk = parse_long(optarg, "junk count", 0, 1000000);
 			break;
+		case 'S':
+			arg_status = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -822,6 +855,10 @@ int main(int argc, char **argv)
 	if (strchr(name, '/'))
 		die("--name must not contain '/'");
 
+	if (arg_status) {
+		set_status(dirfd, name, arg_status);
+		return 0;
+	}
 	if (arg_symlink) {
 		if (symlinkat(arg_symlink, dirfd, name) < 0)
 			die("cannot create symlink %s -> %s: %m", name, arg_symlink);

@@ -12,6 +12,8 @@
 #   - elided takes the marks (the bitmap is empty again after a pass);
 #   - a lock destroyed (entry freed and marked) leaves GetLocks, and the
 #     counters it reports agree with the file;
+#   - a process with nothing marked is only looked at, yet a new status in
+#     its header is seen;
 #   - a real program under libelide marks its segment (features) and its
 #     locks' counters keep moving in GetLocks.
 # Waits are bounded polls.
@@ -75,6 +77,15 @@ printf '\x10' | dd of="$rundir/$seg" bs=1 seek=2050 conv=notrunc status=none
 gone() { [ "$(locks "$p" | jq '.data[0] | length')" -eq $((n_before - 1)) ] && ! locks "$p" | jq -e '.data[0][] | select(.[0] == 20)'; }
 poll 3 gone && ok "a destroyed lock leaves GetLocks ($n_before -> $((n_before - 1)) entries)" ||
 	fail "entry 20 still listed: $(locks "$p" | jq -c '[.data[0][] | .[0]]')"
+
+# A quiet process (nothing marked) is not read, only looked at: a new status
+# published in its header (publish_ns moves, as libelide's does) must still
+# reach ListProcesses within a few intervals.
+state() { "${B[@]}" call $NAME $OBJ $IFACE ListProcesses | jq -r --argjson pid "$p" '.data[0][] | select(.[0] == $pid) | .[6]'; }
+"$forge" --dir "$rundir" --pid "$p" --status "quiet test status" || fail "seg-forge --status failed"
+state_is() { [ "$(state)" = "off: quiet test status" ]; }
+poll 3 state_is && ok "a quiet process's new status is seen ($(state))" || fail "state still '$(state)'"
+marks_empty "$seg" && ok "no marks were needed for it" || fail "marks: $(marks "$seg")"
 
 # ---- a real program under libelide ------------------------------------------
 ELIDE_RUNTIME_DIR="$rundir" ELIDE_SIM_ABORT=0x6 LD_PRELOAD="$preload" "$workload" --seconds 60 >/dev/null &

@@ -1052,6 +1052,71 @@ static bool no_marks(const char *name)
 /* SEG_READ_DIRTY_ONLY: the marked entries, in index order, and the marks
  * taken; every read through the mapping takes them; a writer that keeps
  * none is read whole. */
+/* One look at a mapped segment: what elided's quiet pass relies on. */
+START_TEST(test_map_peek)
+{
+	WITH_SEG(s, 256, 200);
+	struct seg_snapshot *snap;
+	struct seg_peek last, now;
+	struct seg_map *m;
+
+	hdr(&s)->features = ELIDE_SEG_FEATURE_DIRTY;
+	hdr(&s)->publish_ns = 1000;
+	seg_write(&s);
+	m = map_ok(s.name);
+	snap = map_read_ok(m, SEG_READ_DIRTY_ONLY | SEG_READ_HOT_ONLY);
+	seg_peek_of(snap, &last);
+	seg_snapshot_free(snap);
+	ck_assert(!last.marked);
+	ck_assert_uint_eq(last.publish_ns, 1000);
+
+	/* Nothing written since: quiet. */
+	ck_assert_int_eq(seg_map_peek(m, &now), 0);
+	ck_assert(!now.marked);
+	ck_assert(!seg_peek_changed(&now, &last));
+	ck_assert_uint_eq(now.lock_high_water, last.lock_high_water);
+
+	/* A mark is seen, and left for the read to take. */
+	mark(s.name, 130);
+	ck_assert_int_eq(seg_map_peek(m, &now), 0);
+	ck_assert(now.marked);
+	ck_assert(!seg_peek_changed(&now, &last));
+	ck_assert(!no_marks(s.name));
+	snap = map_read_ok(m, SEG_READ_DIRTY_ONLY | SEG_READ_HOT_ONLY);
+	ck_assert_uint_eq(snap->nlocks, 1);
+	seg_snapshot_free(snap);
+	ck_assert_int_eq(seg_map_peek(m, &now), 0);
+	ck_assert(!now.marked);
+
+	/* Marks past the table are not looked at (the read ignores them too). */
+	mark(s.name, 4000);
+	ck_assert_int_eq(seg_map_peek(m, &now), 0);
+	ck_assert(!now.marked);
+
+	/* A new status, a new lock table extent, another mode: changed. */
+	hdr(&s)->publish_ns = 2000;
+	seg_write(&s);
+	ck_assert_int_eq(seg_map_peek(m, &now), 0);
+	ck_assert(seg_peek_changed(&now, &last));
+	hdr(&s)->publish_ns = 1000;
+	hdr(&s)->lock_high_water++;
+	seg_write(&s);
+	ck_assert_int_eq(seg_map_peek(m, &now), 0);
+	ck_assert(seg_peek_changed(&now, &last));
+	hdr(&s)->lock_high_water--;
+	hdr(&s)->mode = ELIDE_SEG_MODE_OFF;
+	seg_write(&s);
+	ck_assert_int_eq(seg_map_peek(m, &now), 0);
+	ck_assert(seg_peek_changed(&now, &last));
+
+	/* Truncated under the look: an error, no crash. */
+	seg_truncate(s.name, 0);
+	ck_assert_int_eq(seg_map_peek(m, &now), -EBADMSG);
+	seg_map_close(m);
+	seg_done(&s);
+}
+END_TEST
+
 START_TEST(test_map_dirty_marks)
 {
 	WITH_SEG(s, 256, 200);
@@ -1292,6 +1357,7 @@ int main(void)
 	tcase_add_test(tc, test_map_replaced_and_resized);
 	tcase_add_test(tc, test_map_no_stat);
 	tcase_add_test(tc, test_map_dirty_marks);
+	tcase_add_test(tc, test_map_peek);
 	tcase_add_test(tc, test_map_truncated_while_reading);
 	tcase_add_test(tc, test_map_other_sigbus_fatal);
 	suite_add_tcase(s, tc);
