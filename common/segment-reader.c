@@ -491,8 +491,10 @@ static int seg_read_locks(const struct seg_source *src, const char *name, struct
 	if (marked) {
 		/* From a mapping one entry at a time: the marked ones. */
 		per_copy = 1;
+		/* Most words are 0, and without -mpopcnt each count is a call. */
 		for (uint32_t w = 0; w < ELIDE_SEG_DIRTY_ENTRIES / 64; w++)
-			nmarked += (uint32_t)__builtin_popcountll(marks[w]);
+			if (marks[w])
+				nmarked += (uint32_t)__builtin_popcountll(marks[w]);
 		if (nmarked == 0)
 			return 0;
 		if (!each) {
