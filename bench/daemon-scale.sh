@@ -11,8 +11,8 @@
 # partly inside the sleeps' libc, so naming resolves real symbols), one
 # `seg-forge --animate` bumping the counters of --active percent of every
 # segment's locks through a shared mapping every 0.5 s (as libelide does),
-# and elided --no-bus --no-bpf on that private runtime directory (in memory,
-# as /run is).  Once every segment is adopted and after a warm-up, elided's
+# and elided --no-bus --no-bpf (with --bpf: BPF discovery) on that private
+# runtime directory (in memory, as /run is).  Once every segment is adopted and after a warm-up, elided's
 # utime+stime from /proc/PID/stat (and its exact run time from
 # /proc/PID/schedstat) over the measurement window gives CPU% of one core.
 # With --builddir-old the previous build's elided runs on the same segments
@@ -34,6 +34,7 @@ rounds=1
 builddir=${top_builddir:-.}
 builddir_old=""
 perf_out=""
+discovery=--no-bpf
 
 usage() {
 	cat <<EOF
@@ -53,6 +54,8 @@ Options:
   --builddir DIR     build tree with elided/elided and tests/integration/seg-forge
                      (default \$top_builddir, else .)
   --builddir-old DIR a previous build tree whose elided runs in the same rounds
+  --bpf              let elided discover processes with BPF (as root where
+                     BTF is there) instead of inotify + pidfd
   --perf FILE        also 'perf record -g' this build's elided during the
                      first window of each point (FILE.PxL)
   -h, --help         show this help
@@ -74,6 +77,7 @@ while [ $# -gt 0 ]; do
 	--builddir) builddir=$2; shift 2 ;;
 	--builddir-old) builddir_old=$2; shift 2 ;;
 	--perf) perf_out=$2; shift 2 ;;
+	--bpf) discovery=; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
@@ -119,7 +123,7 @@ echo "- cpu: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo) ($(n
 echo "- kernel: $(uname -sr); segments on $(df -T "$tmp" | awk 'NR == 2 { print $2 }')"
 echo "- new: $builddir ($(git -C "$builddir" rev-parse --short HEAD 2>/dev/null || git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo '?'))"
 [ -z "$builddir_old" ] || echo "- old: $builddir_old ($(git -C "$builddir_old" rev-parse --short HEAD 2>/dev/null || echo '?'))"
-echo "- setup: interval $interval s, $active% of the locks moving, warm-up $warmup s, window $seconds s, $rounds round(s) per point and build"
+echo "- setup: interval $interval s, $active% of the locks moving, warm-up $warmup s, window $seconds s, $rounds round(s) per point and build, discovery ${discovery:-with BPF}"
 echo
 echo "| point | active locks | build | round | elided CPU % (ticks) | elided CPU % (schedstat) | ms per interval | ns per active lock | adoption CPU s | RssAnon kB | fds | warnings |"
 echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -153,7 +157,7 @@ EOF
 			tag=$([ "$i" -eq 0 ] && echo new || echo old)
 			log="$tmp/elided-$point-$tag-$round.log"
 			t0=$(now)
-			"$b/elided/elided" --config "$tmp/elide.conf" --runtime-dir "$rundir" --no-bus --no-bpf >"$log" 2>&1 &
+			"$b/elided/elided" --config "$tmp/elide.conf" --runtime-dir "$rundir" --no-bus $discovery >"$log" 2>&1 &
 			daemon=$!
 			# Adopted segments stay mapped (read-only) in elided: count the
 			# mappings (its log names adoptions only at debug level).

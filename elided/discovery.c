@@ -1277,6 +1277,15 @@ enum discovery_method discovery_get_method(const struct discovery *d)
 	return d->method;
 }
 
+uint64_t discovery_lost_events(const struct discovery *d)
+{
+	/* .bss is mapped where the kernel allows (BPF_F_MMAPABLE, 5.5+, as
+	 * tp_btf needs anyway); without it nothing can be said. */
+	if (!d || d->method != DISCOVERY_BPF || !d->skel || !d->skel->bss)
+		return 0;
+	return __atomic_load_n(&d->skel->bss->procwatch_lost, __ATOMIC_RELAXED);
+}
+
 const char *discovery_describe(const struct discovery *d)
 {
 	return d->description;

@@ -89,6 +89,13 @@ enum discovery_method discovery_get_method(const struct discovery *d);
 const char *discovery_describe(const struct discovery *d);
 
 /*
+ * Exec and exit events BPF discovery could not deliver since it started
+ * (its ring buffer was full); 0 without BPF.  When it moves, an exit may
+ * have been missed: every tracked process is checked against /proc.
+ */
+uint64_t discovery_lost_events(const struct discovery *d);
+
+/*
  * Report the exit of `pid` once (pidfd in fallback mode; a no-op with BPF,
  * which sees every exit).  start_time, when not 0, is the start time of the
  * process meant: checked after the pidfd is opened, so that the pidfd is of

@@ -27,8 +27,9 @@ struct symbolizer;
 #define ELIDED_MAX_LOCKS_PER_PROCESS 4096u
 /* Intervals between two checks of a tracked process against /proc. */
 #define ELIDED_PROC_CHECK_EVERY 10u
-/* ...for a process whose pidfd elided holds: its exit is exact, so the
- * check only confirms the owner (also looked at with one stat every
+/* ...for a process whose exit elided is told of exactly (its pidfd, or BPF
+ * events, a lost one making every process checked at once): the check only
+ * confirms the owner (also looked at with one stat every
  * ELIDED_PROC_CHECK_EVERY intervals) and the file under its name. */
 #define ELIDED_PROC_CHECK_WATCHED_EVERY 60u
 /* A new segment is adopted at the first adoption pass after it appeared,
@@ -154,7 +155,8 @@ struct tracked_process {
 	bool lock_overrides;         /* a lock has had one since the last reset (SetLockMode) */
 	bool dirty_tracking;         /* the segment marks the entries written (its last read said so) */
 	bool peek_valid;             /* last_peek is set */
-	bool exit_watched;           /* elided holds its pidfd: its exit is reported at once */
+	bool exit_watched;           /* its exit is reported at once (pidfd, or BPF events none lost) */
+	bool check_next;             /* the next read checks it against /proc (events were lost) */
 	bool walk_views;             /* the next pass visits every view (a countdown, an override, names) */
 	bool control_valid;
 	bool maps_reloaded;          /* already reloaded during this refresh */
@@ -209,6 +211,8 @@ struct elided {
 	} pending;
 	uint64_t started_ns;
 	uint64_t intervals;
+	uint64_t lost_events_seen;   /* discovery_lost_events() at the last pass */
+	bool losing_events;          /* it moved at the last pass */
 	double cpu_seconds_per_interval; /* our own cost, for status */
 	bool rtm_usable;
 	char rtm_reason[160];

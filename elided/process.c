@@ -957,7 +957,8 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	 * process.  With the pidfd held no exit is missed, and the check
 	 * (30 us, half of what 1000 quiet processes cost) comes less often. */
 	uint64_t nth = p->refreshes++;
-	unsigned flags = nth % (p->exit_watched ? ELIDED_PROC_CHECK_WATCHED_EVERY : ELIDED_PROC_CHECK_EVERY) == 0 ?
+	unsigned flags = p->check_next ||
+			 nth % (p->exit_watched ? ELIDED_PROC_CHECK_WATCHED_EVERY : ELIDED_PROC_CHECK_EVERY) == 0 ?
 			 SEG_READ_CHECK_PROCESS : 0;
 	/* The mapping is trusted between those checks: a file put under the
 	 * name (an exec'd image) comes with an inotify event, which drops the
@@ -1108,6 +1109,8 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	p->dirty_tracking = seg_map_tracks_dirty(p->map, snap);
 	seg_peek_of(snap, &p->last_peek);
 	p->peek_valid = true;
+	if (flags & SEG_READ_CHECK_PROCESS)
+		p->check_next = false;
 	seg_snapshot_free(snap);
 	/* New locks: names from the cache now, the rest when a child answers. */
 	if (r == 0 && p->sym_pending)
@@ -1253,9 +1256,9 @@ static int adopt(struct elided *d, const char *name, bool quiet)
 	 * -ESRCH: reaped, or the pid is another process's already. */
 	if (r != -ESRCH)
 		r = discovery_watch_pid(d->discovery, pid, start);
-	/* With BPF the watch is a no-op: an exit event lost in a full ring
-	 * buffer is found only by the checks, so they stay every tenth. */
-	fresh->exit_watched = r == 0 && discovery_get_method(d->discovery) == DISCOVERY_FALLBACK;
+	/* With BPF the watch is a no-op and the exit event is the watch; one
+	 * lost in a full ring buffer is made up for in elided_refresh_all(). */
+	fresh->exit_watched = r == 0;
 	if (r == -ESRCH) {
 		process_free(fresh);
 		fresh = NULL;
@@ -1650,7 +1653,22 @@ void elided_forget_all(struct elided *d)
 void elided_refresh_all(struct elided *d)
 {
 	struct tracked_process *p = d->processes, *next;
+	uint64_t lost = discovery_lost_events(d->discovery);
 
+	/* Exit events lost: whose, nobody knows, so everybody's /proc now.
+	 * Said at notice level when a run of losses starts (a fork storm
+	 * would otherwise log every interval). */
+	if (lost != d->lost_events_seen) {
+		log_full(d->losing_events ? LOG_DEBUG : LOG_NOTICE,
+			 "%llu process events lost (the BPF ring buffer was full): checking every tracked process",
+			 (unsigned long long)(lost > d->lost_events_seen ? lost - d->lost_events_seen : lost));
+		d->lost_events_seen = lost;
+		d->losing_events = true;
+		for (struct tracked_process *q = d->processes; q; q = q->next)
+			q->check_next = true;
+	} else {
+		d->losing_events = false;
+	}
 	for (; p; p = next) {
 		next = p->next;
 		if (refresh_process(d, p) == -ESRCH)

@@ -36,14 +36,25 @@ struct task_struct___sb {
 	u64 start_boottime;
 } __attribute__((preserve_access_index));
 
+/*
+ * Events the ring buffer had no room for, since load.  User space reads it
+ * through the skeleton's mapping of .bss each interval: an exit may be
+ * among them, so a change makes it check every tracked process against
+ * /proc at once, and the periodic checks can be rare.
+ */
+__u64 procwatch_lost = 0;
+
 static __always_inline int emit(__u32 type, struct task_struct *task)
 {
 	struct task_struct___sb *leader = (void *)BPF_CORE_READ(task, group_leader);
 	struct procwatch_event *e;
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e)
-		return 0; /* full: user space is behind; nothing better to do here */
+	if (!e) {
+		/* Full: user space is behind.  Say so; it makes up for it. */
+		__sync_fetch_and_add(&procwatch_lost, 1);
+		return 0;
+	}
 	e->type = type;
 	e->pid = BPF_CORE_READ(task, tgid);
 	e->tid = BPF_CORE_READ(task, pid);

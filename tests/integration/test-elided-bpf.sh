@@ -9,8 +9,10 @@
 #   - workloads under libelide, started before and after it, are adopted;
 #   - a SIGKILLed one, and a zombie whose parent reaps late, are untracked
 #     within one interval, while elided holds no pidfd at all (the exit
-#     events did it, not the pidfd fallback nor the /proc check every 10
-#     intervals);
+#     events did it, not the pidfd fallback nor the periodic /proc check);
+#   - a tracked process whose exit event was lost (elided stopped while
+#     thousands of processes ran: the ring buffer full) is untracked within
+#     one interval after elided resumes, and elided says events were lost;
 #   - processes with libelide but no segment (status, issue 13 "Deliver"):
 #     one whose runtime directory is missing, started before elided (found
 #     by the start-up sweep), and one exec'd later as nobody whose runtime
@@ -105,6 +107,27 @@ poll 10 zombie && ok "pid $z is a zombie (not reaped)" || fail "pid $z is not a 
 if poll $interval not_listed "$z"; then ok "zombie untracked within one interval"; else fail "zombie $z still tracked after ${interval} s"; fi
 zombie && ok "...while still unreaped" || note "the zombie was reaped meanwhile"
 [ "$(pidfds)" = 0 ] && ok "still no pidfds held" || fail "elided holds $(pidfds) pidfds"
+
+# ---- an exit event lost in a full ring buffer -----------------------------
+# elided stopped, some 8,000 exec and exit events (the ring holds about
+# 5,400), then a tracked process killed and reaped: its exit event finds no
+# room.  Resumed, elided must see the loss and check every process against
+# /proc at once (its periodic check would come 60 intervals later).
+start_sleeper victim
+poll 10 listed "$victim" && ok "tracking pid $victim" || fail "pid $victim not tracked"
+kill -STOP "$daemon"
+for ((i = 0; i < 4000; i++)); do /bin/true; done
+kill -KILL "$victim"
+wait "$victim" 2>/dev/null
+kill -CONT "$daemon"
+if poll $interval not_listed "$victim"; then
+	ok "pid $victim, whose exit event was lost, untracked within one interval"
+else
+	fail "pid $victim still tracked after ${interval} s: $(grep -m1 'events lost' "$tmp/elided.log")"
+fi
+logged "process events lost (the BPF ring buffer was full)" && ok "said so: $(grep -m1 'events lost' "$tmp/elided.log")" ||
+	fail "no notice of lost events"
+listed "$early" && ok "pid $early (alive) still tracked" || fail "pid $early lost after the check"
 
 # ---- processes with libelide but no segment -------------------------------
 # Other processes on this machine may run with libelide and segments
