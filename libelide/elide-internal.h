@@ -115,6 +115,11 @@ _Static_assert(sizeof(struct lock_rec) == 128, "a record is one hot and one cold
 struct elide_state {
 	uint8_t path;                 /* enum lock_path, read first on every acquisition */
 	bool enabled;                 /* elide at all (RTM usable, mode != off, ...) */
+	/* Default mutexes are taken and given by libelide itself, with glibc's
+	 * protocol (elide.c, "a default mutex's words"); set once, in the
+	 * constructor, after glibc_check_default_mutex(). */
+	bool own_mutex_words;
+	const char *single_threaded;  /* glibc's __libc_single_threaded, NULL before 2.32 */
 	const char *disabled_reason;  /* why not, when !enabled */
 	struct elide_options opts;    /* in effect (elided may change mode and knobs) */
 	enum elide_mode env_mode;     /* the mode ELIDE asked for */

@@ -5,16 +5,22 @@
  * Rules this file lives by (see DESIGN.md):
  *  - a committing elided section writes no shared memory: the lock and its
  *    record are only read; bookkeeping is thread-local or sampled;
- *  - whatever is not elided goes to glibc's own function, unchanged;
- *  - nothing here allocates, takes a lock of ours or makes a syscall on the
- *    lock/unlock paths.
+ *  - whatever is not elided goes to glibc's own function, unchanged, or,
+ *    for a default mutex, is done here exactly as glibc does it ("a default
+ *    mutex's words");
+ *  - nothing here allocates or takes a lock of ours on the lock/unlock
+ *    paths, and the only syscall is glibc's own futex wake of a waiter.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnu/libc-version.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <x86intrin.h>
 
 #include "elide-internal.h"
@@ -227,6 +233,7 @@ struct elide_thread {
 	uint32_t hot_burst;
 	uintptr_t hot_key;            /* its lock_key(), 0 = none */
 	unsigned attempt_count;       /* drives 1-in-16 abort timing */
+	pid_t tid;                    /* gettid(), 0 until asked (thread_tid()) */
 	struct lock_rec *probe_rec;   /* set inside a probing transaction */
 	struct elided_lock held[ELIDE_MAX_NEST];
 	struct lock_local local[LOCAL_SLOTS];
@@ -751,6 +758,110 @@ struct wait_spec {
 	const struct timespec *abstime;
 };
 
+/*
+ * A default mutex's words.  Every interposer adds a call between the
+ * program's unlock and its next lock; on a short contended section that
+ * hop decides who gets the lock next, and a preload that only forwards
+ * each call to glibc costs 7-13% there by itself (bench/RESULTS.md, "the
+ * interposition floor").  So a default mutex (private, __kind 0: what
+ * PTHREAD_MUTEX_INITIALIZER and pthread_mutex_init(m, NULL) make) is taken
+ * and given here, with the protocol glibc uses for it: __lock is 0 free,
+ * 1 held, 2 held with waiters (a futex word); the holder writes its thread
+ * id to __owner and counts itself in __nusers.  A lock that is not free
+ * goes to glibc, whose wait marks it 2 and sleeps on the futex as always;
+ * an unlock that finds 2 wakes one waiter, as glibc's does.  Only when
+ * glibc_check_default_mutex() saw glibc write the words the same way and
+ * the next definitions are glibc's own (a tracer interposed behind us must
+ * still see every call), and never beside glibc's own elision.
+ */
+static inline pid_t thread_tid(void)
+{
+	/* gettid never fails: errno is left alone. */
+	if (unlikely(self.tid == 0))
+		self.tid = (pid_t)syscall(SYS_gettid);
+	return self.tid;
+}
+
+/* glibc's own shortcut while the process has one thread: no atomic
+ * instruction is needed on a private mutex then. */
+static inline bool process_single_threaded(void)
+{
+	const char *flag = elide.single_threaded;
+
+	return flag && __atomic_load_n(flag, __ATOMIC_RELAXED);
+}
+
+static inline bool own_mutex_words(const pthread_mutex_t *m)
+{
+	return elide.own_mutex_words && __atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED) == PTHREAD_MUTEX_TIMED_NP;
+}
+
+/* A raw FUTEX_WAKE: a libc call would set errno on failure, and glibc's
+ * own unlock ignores the result too. */
+static __attribute__((noinline)) void futex_wake_one_private(int *word)
+{
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "0"((long)SYS_futex), "D"(word), "S"((long)(FUTEX_WAKE | FUTEX_PRIVATE_FLAG)), "d"(1L)
+			 : "rcx", "r11", "memory");
+	(void)ret;
+}
+
+/* Takes a free default mutex; false (nothing written) when it is not free. */
+static inline bool mutex_words_take(pthread_mutex_t *m)
+{
+	int *word = &m->__data.__lock;
+	int free_word = 0;
+
+	if (process_single_threaded()) {
+		if (__atomic_load_n(word, __ATOMIC_RELAXED) != 0)
+			return false;
+		__atomic_store_n(word, 1, __ATOMIC_RELAXED);
+	} else if (!__atomic_compare_exchange_n(word, &free_word, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+		return false;
+	}
+	m->__data.__owner = thread_tid();
+	m->__data.__nusers++;
+	return true;
+}
+
+static inline void mutex_words_give(pthread_mutex_t *m)
+{
+	int *word = &m->__data.__lock;
+
+	m->__data.__owner = 0;
+	m->__data.__nusers--;
+	if (process_single_threaded())
+		__atomic_store_n(word, 0, __ATOMIC_RELEASE);
+	else if (__atomic_exchange_n(word, 0, __ATOMIC_RELEASE) > 1)
+		futex_wake_one_private(word);
+}
+
+/* pthread_mutex_lock() as glibc does it, for whatever libelide does not elide. */
+static inline int real_mutex_lock(pthread_mutex_t *m)
+{
+	if (own_mutex_words(m) && mutex_words_take(m))
+		return 0;
+	return real.mutex_lock(m);
+}
+
+static inline int real_mutex_trylock(pthread_mutex_t *m)
+{
+	if (!own_mutex_words(m))
+		return real.mutex_trylock(m);
+	return mutex_words_take(m) ? 0 : EBUSY;
+}
+
+static inline int real_mutex_unlock(pthread_mutex_t *m)
+{
+	if (!own_mutex_words(m))
+		return real.mutex_unlock(m);
+	mutex_words_give(m);
+	return 0;
+}
+
 static int real_mutex_acquire(pthread_mutex_t *m, const struct wait_spec *w)
 {
 	switch (w->how) {
@@ -763,7 +874,7 @@ static int real_mutex_acquire(pthread_mutex_t *m, const struct wait_spec *w)
 	case WAIT_FOREVER:
 		break;
 	}
-	return real.mutex_lock(m);
+	return real_mutex_lock(m);
 }
 
 /*
@@ -866,7 +977,7 @@ _public_ int pthread_mutex_lock(pthread_mutex_t *m)
 	static const struct wait_spec forever = { .how = WAIT_FOREVER };
 
 	if (likely(mutex_takes_fast_path(m)))
-		return real.mutex_lock(m);
+		return real_mutex_lock(m);
 	return mutex_acquire_slow(m, &forever, __builtin_return_address(0));
 }
 
@@ -893,7 +1004,7 @@ static __attribute__((noinline)) int mutex_unlock_maybe_elided(pthread_mutex_t *
 	struct lock_rec *rec = elided_pop(m);
 
 	if (!rec)
-		return real.mutex_unlock(m);
+		return real_mutex_unlock(m);
 	commit_elided(m, rec);
 	return 0;
 }
@@ -906,7 +1017,7 @@ _public_ int pthread_mutex_unlock(pthread_mutex_t *m)
 	 * that a waiter took away, and glibc's atomic then pays a second
 	 * transfer. */
 	if (likely(!in_elided_section()) || likely(mutex_word(m) != 0))
-		return real.mutex_unlock(m);
+		return real_mutex_unlock(m);
 	return mutex_unlock_maybe_elided(m);
 }
 
@@ -917,7 +1028,7 @@ _public_ int pthread_mutex_trylock(pthread_mutex_t *m)
 	 * whole section with real locks. */
 	if (unlikely(in_elided_section()))
 		_xabort(ELIDE_XABORT_TRYLOCK);
-	return real.mutex_trylock(m);
+	return real_mutex_trylock(m);
 }
 
 _public_ int pthread_mutex_init(pthread_mutex_t *m, const pthread_mutexattr_t *attr)
@@ -1309,6 +1420,7 @@ static void atfork_child(void)
 {
 	int saved_errno = errno;
 
+	self.tid = 0; /* the child's thread has an id of its own */
 	segment_fork_child();
 	errno = saved_errno; /* fork() returns 0 with the program's errno */
 }
@@ -1341,6 +1453,42 @@ static void setup_sim_abort(void)
 	elide.hw.reason = reason;
 }
 
+/* glibc's functions that the probes in glibc-check.c run. */
+static struct glibc_lock_fns real_lock_fns(void)
+{
+	return (struct glibc_lock_fns){
+		.mutex_init = real.mutex_init, .mutex_destroy = real.mutex_destroy,
+		.mutex_lock = real.mutex_lock, .mutex_trylock = real.mutex_trylock,
+		.mutex_unlock = real.mutex_unlock, .mutexattr_settype = real.mutexattr_settype,
+		.mutexattr_destroy = real.mutexattr_destroy, .rwlock_init = real.rwlock_init,
+		.rwlock_destroy = real.rwlock_destroy, .rwlock_rdlock = real.rwlock_rdlock,
+		.rwlock_trywrlock = real.rwlock_trywrlock, .rwlock_wrlock = real.rwlock_wrlock,
+		.rwlock_unlock = real.rwlock_unlock,
+	};
+}
+
+/* Why default mutexes' words stay glibc's to write, or NULL when libelide
+ * takes and gives them itself ("a default mutex's words" above).  In every
+ * mode, pass-through included: it is what libelide's real acquisitions cost. */
+static const char *own_mutex_words_refused(void)
+{
+	const struct glibc_lock_fns fns = real_lock_fns();
+	unsigned major, minor;
+	const char *why;
+
+	if (!elide.opts.own_mutex)
+		return "own_mutex=0";
+	if (elide_glibc_elision_enabled(secure_getenv("GLIBC_TUNABLES")))
+		return "glibc's own elision is enabled (GLIBC_TUNABLES)";
+	if (real.mutex_lock != __pthread_mutex_lock || real.mutex_trylock != __pthread_mutex_trylock ||
+	    real.mutex_unlock != __pthread_mutex_unlock)
+		return "another library interposes the mutex functions after libelide";
+	why = glibc_version_reason(gnu_get_libc_version(), &major, &minor);
+	if (why)
+		return why;
+	return glibc_check_default_mutex(&fns, thread_tid());
+}
+
 static const char *decide_disabled_reason(void)
 {
 	static char reason[160];
@@ -1356,15 +1504,7 @@ static const char *decide_disabled_reason(void)
 		       "passing through to avoid eliding twice";
 	/* After the tunables check: glibc's elision would write the probed bytes.
 	 * The probe runs what every pass-through runs (resolved by now). */
-	const struct glibc_lock_fns fns = {
-		.mutex_init = real.mutex_init, .mutex_destroy = real.mutex_destroy,
-		.mutex_lock = real.mutex_lock, .mutex_trylock = real.mutex_trylock,
-		.mutex_unlock = real.mutex_unlock, .mutexattr_settype = real.mutexattr_settype,
-		.mutexattr_destroy = real.mutexattr_destroy, .rwlock_init = real.rwlock_init,
-		.rwlock_destroy = real.rwlock_destroy, .rwlock_rdlock = real.rwlock_rdlock,
-		.rwlock_trywrlock = real.rwlock_trywrlock, .rwlock_wrlock = real.rwlock_wrlock,
-		.rwlock_unlock = real.rwlock_unlock,
-	};
+	const struct glibc_lock_fns fns = real_lock_fns();
 	const char *glibc_why = glibc_check(&glibc_facts, &fns);
 	if (glibc_why)
 		return glibc_why;
@@ -1389,6 +1529,7 @@ __attribute__((constructor(101))) static void elide_init(void)
 {
 	/* C: errno is zero at program start-up, whatever we called. */
 	int saved_errno = errno;
+	const char *own_words_why;
 	int r;
 
 	log_set_prefix("libelide");
@@ -1400,6 +1541,13 @@ __attribute__((constructor(101))) static void elide_init(void)
 	elide_hw_detect(&elide.hw);
 	setup_sim_abort();
 	resolve_all();
+	/* The definition everyone uses: a program linked against it holds a
+	 * copy that glibc then writes, so not RTLD_NEXT.  Absent before 2.32. */
+	resolving = true;
+	elide.single_threaded = dlsym(RTLD_DEFAULT, "__libc_single_threaded");
+	resolving = false;
+	own_words_why = own_mutex_words_refused();
+	elide.own_mutex_words = own_words_why == NULL;
 	r = registry_init();
 	if (r < 0)
 		log_warning_errno(r, "cannot map the lock table (%u records); statistics off",
@@ -1413,6 +1561,10 @@ __attribute__((constructor(101))) static void elide_init(void)
 		else
 			log_info("eliding with RTM, mode=%s (%s)", elide_mode_to_string(elide.opts.mode),
 				 elide.hw.reason);
+		if (own_words_why)
+			log_info("default mutexes are locked by glibc's functions: %s", own_words_why);
+		else
+			log_info("default mutexes are locked by libelide with glibc's protocol");
 	}
 	elide.enabled = elide.disabled_reason == NULL;
 	__atomic_store_n(&elide.path,

@@ -55,6 +55,11 @@ _Static_assert(offsetof(pthread_mutex_t, __data.__lock) == 0 && GLIBC_MEMBER_SIZ
 	       "pthread_mutex_t.__data.__lock moved from byte 0 or changed size: libelide reads the lock word there");
 _Static_assert(offsetof(pthread_mutex_t, __data.__kind) == 16 && GLIBC_MEMBER_SIZE(pthread_mutex_t, __data.__kind) == 4,
 	       "pthread_mutex_t.__data.__kind moved from byte 16 or changed size: libelide reads the mutex type there");
+_Static_assert(offsetof(pthread_mutex_t, __data.__owner) == 8 && GLIBC_MEMBER_SIZE(pthread_mutex_t, __data.__owner) == 4 &&
+		       offsetof(pthread_mutex_t, __data.__nusers) == 12 &&
+		       GLIBC_MEMBER_SIZE(pthread_mutex_t, __data.__nusers) == 4,
+	       "pthread_mutex_t.__data.__owner or __nusers moved from bytes 8 and 12: libelide takes a default "
+	       "mutex with glibc's protocol and writes them");
 _Static_assert(offsetof(pthread_mutex_t, __data.__spins) + GLIBC_MEMBER_SIZE(pthread_mutex_t, __data.__spins) <=
 		       GLIBC_MUTEX_IDX_OFFSET,
 	       "pthread_mutex_t.__data.__spins grew or moved into byte 22: the mutex index slot would overlap it");
@@ -163,5 +168,14 @@ struct glibc_lock_fns {
  * failed.  Allocates nothing, prints nothing, calls no dlsym.
  */
 const char *glibc_check(struct glibc_facts *facts, const struct glibc_lock_fns *fns) _hidden_;
+
+/*
+ * NULL when glibc's own lock, trylock and unlock of a default mutex (private,
+ * __kind 0) leave its words as libelide's own path writes them (libelide's
+ * mutex-word.h): __lock 1 while held and 0 after, __owner the holder's
+ * thread id TID and then 0, __nusers 1 and then 0, and nothing else of the
+ * mutex changed; else what differs.
+ */
+const char *glibc_check_default_mutex(const struct glibc_lock_fns *fns, int tid) _hidden_;
 
 #endif

@@ -257,3 +257,45 @@ const char *glibc_check(struct glibc_facts *facts, const struct glibc_lock_fns *
 	facts->checked = why == NULL;
 	return why;
 }
+
+/* The words of a default mutex: __lock, __owner, __nusers as written, and
+ * whether every other byte is as glibc's initializer left it. */
+static bool default_mutex_is(const pthread_mutex_t *m, const pthread_mutex_t *fresh, int lock, int owner,
+			     unsigned nusers)
+{
+	pthread_mutex_t rest = *m;
+
+	if (m->__data.__lock != lock || m->__data.__owner != owner || m->__data.__nusers != nusers)
+		return false;
+	rest.__data.__lock = fresh->__data.__lock;
+	rest.__data.__owner = fresh->__data.__owner;
+	rest.__data.__nusers = fresh->__data.__nusers;
+	return memcmp(&rest, fresh, sizeof(rest)) == 0;
+}
+
+const char *glibc_check_default_mutex(const struct glibc_lock_fns *fns, int tid)
+{
+	pthread_mutex_t m, fresh;
+	const char *why = NULL;
+
+	memset(&m, 0, sizeof(m));
+	if (fns->mutex_init(&m, NULL) != 0)
+		return "glibc probe: pthread_mutex_init failed";
+	fresh = m;
+	if (!default_mutex_is(&m, &fresh, 0, 0, 0) || m.__data.__kind != PTHREAD_MUTEX_TIMED_NP)
+		why = "glibc probe: a new default mutex has nonzero __lock, __owner, __nusers or __kind";
+	else if (fns->mutex_lock(&m) != 0 || !default_mutex_is(&m, &fresh, 1, tid, 1))
+		why = "glibc probe: pthread_mutex_lock of a free default mutex does not leave __lock 1, "
+		      "__owner the thread's id, __nusers 1 and nothing else changed";
+	else if (fns->mutex_unlock(&m) != 0 || !default_mutex_is(&m, &fresh, 0, 0, 0))
+		why = "glibc probe: pthread_mutex_unlock of a default mutex does not leave __lock, __owner "
+		      "and __nusers 0 and nothing else changed";
+	else if (fns->mutex_trylock(&m) != 0 || !default_mutex_is(&m, &fresh, 1, tid, 1))
+		why = "glibc probe: pthread_mutex_trylock of a free default mutex does not leave __lock 1, "
+		      "__owner the thread's id, __nusers 1 and nothing else changed";
+	else if (fns->mutex_unlock(&m) != 0 || !default_mutex_is(&m, &fresh, 0, 0, 0))
+		why = "glibc probe: pthread_mutex_unlock after trylock does not leave __lock, __owner and "
+		      "__nusers 0";
+	fns->mutex_destroy(&m);
+	return why;
+}

@@ -56,6 +56,7 @@ static const struct opt_desc opt_table[] = {
 	OPT_B(stats),
 	OPT_B(force_normal),
 	OPT_B(verbose),
+	OPT_B(own_mutex),
 };
 
 void elide_options_defaults(struct elide_options *opts)
@@ -76,6 +77,7 @@ void elide_options_defaults(struct elide_options *opts)
 		.stats = true,
 		.force_normal = false,
 		.verbose = false,
+		.own_mutex = true,
 	};
 }
 

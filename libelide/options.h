@@ -33,6 +33,8 @@ struct elide_options {
 				   * 0 keeps aborts (counted off the fast path) in private memory only */
 	bool force_normal;        /* force_normal=0|1 elide explicit PTHREAD_MUTEX_NORMAL mutexes too, default 0 */
 	bool verbose;             /* verbose=0|1  say at start-up whether and why elision is on, default 0 */
+	bool own_mutex;           /* own_mutex=0|1 lock and unlock default mutexes with glibc's protocol in
+				   * libelide (1) or always call glibc's functions (0), default 1 */
 };
 
 /* Fill *opts with the defaults above. */

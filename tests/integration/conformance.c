@@ -25,9 +25,11 @@
  */
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/futex.h>
 #include <stddef.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "testutil.h"
@@ -669,6 +671,139 @@ static void mc_cond(const struct mkind *k, pthread_mutex_t *m)
 	check_ret(pthread_cond_destroy(c), 0);
 }
 
+/*
+ * The words glibc keeps in the mutex (__lock, __owner, __nusers, __count),
+ * seen from outside: libelide takes and gives a default mutex itself and
+ * must leave them exactly as glibc would.  Thread ids print as "self" or
+ * "other".  Read only in real holds (a system call inside the section
+ * first: an elided hold leaves __lock 0) and printed after the unlock.
+ */
+static void mutex_words(char *buf, size_t size, const pthread_mutex_t *m)
+{
+	int tid = (int)syscall(SYS_gettid);
+	int lock = __atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED);
+	int owner = __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED);
+	char lock_s[32];
+
+	/* Robust and PI mutexes hold the owner's id, with FUTEX_WAITERS and
+	 * FUTEX_OWNER_DIED above it. */
+	if ((lock & FUTEX_TID_MASK) == tid)
+		snprintf(lock_s, sizeof(lock_s), "self%s%s", lock & FUTEX_WAITERS ? "|waiters" : "",
+			 lock & FUTEX_OWNER_DIED ? "|died" : "");
+	else
+		snprintf(lock_s, sizeof(lock_s), "%d", lock);
+	snprintf(buf, size, "lock=%s owner=%s nusers=%u count=%u", lock_s,
+		 owner == 0 ? "0" : owner == tid ? "self" : "other", m->__data.__nusers, m->__data.__count);
+}
+
+/* Checked against glibc 2.36 for the default mutex; the other kinds only
+ * against the reference run, by the diff. */
+static void emit_words(const struct mkind *k, const char *name, const char *got, const char *want_default)
+{
+	emit_str(name, got, k->attr ? got : want_default);
+}
+
+struct words_waiter {
+	pthread_mutex_t *m;
+	int got, released;
+};
+
+static void *words_waiter_fn(void *arg)
+{
+	struct words_waiter *w = arg;
+
+	pp_warmup();
+	w->got = pthread_mutex_lock(w->m);
+	if (w->got == 0)
+		w->released = pthread_mutex_unlock(w->m);
+	return NULL;
+}
+
+static void mc_words(const struct mkind *k, pthread_mutex_t *m)
+{
+	static const char free_words[] = "lock=0 owner=0 nusers=0 count=0";
+	static const char held_words[] = "lock=1 owner=self nusers=1 count=0";
+	struct timespec rt = ts_past(CLOCK_REALTIME);
+	pthread_cond_t *c = &shm->c;
+	char held[96], busy[96], cond[96], now[96];
+	int r, busy_r = -1, cond_r = -1;
+
+	mutex_words(now, sizeof(now), m);
+	emit_words(k, "words/free", now, free_words);
+
+	r = pthread_mutex_lock(m);
+	if (r == 0) {
+		(void)syscall(SYS_getppid);
+		mutex_words(held, sizeof(held), m);
+		busy_r = pthread_mutex_trylock(m);
+		if (busy_r == 0)
+			(void)pthread_mutex_unlock(m);
+		mutex_words(busy, sizeof(busy), m);
+		r = pthread_mutex_unlock(m);
+	}
+	emit("words/lock+unlock", r, 0);
+	if (busy_r != -1) {
+		emit_words(k, "words/locked", held, held_words);
+		emit("words/trylock-held", busy_r, k->attr ? busy_r : EBUSY);
+		emit_words(k, "words/after-trylock-held", busy, held_words);
+	}
+	mutex_words(now, sizeof(now), m);
+	emit_words(k, "words/unlocked", now, free_words);
+
+	r = pthread_mutex_trylock(m);
+	if (r == 0) {
+		mutex_words(held, sizeof(held), m);
+		r = pthread_mutex_unlock(m);
+		emit_words(k, "words/trylocked", held, held_words);
+	}
+	emit("words/trylock+unlock", r, 0);
+	mutex_words(now, sizeof(now), m);
+	emit_words(k, "words/trylock-unlocked", now, free_words);
+
+	/* glibc's condition variable relocks the mutex itself (as contended:
+	 * __lock 2), and the program's unlock then wakes a waiter that is not
+	 * there. */
+	check_ret(pthread_cond_init(c, NULL), 0);
+	r = pthread_mutex_lock(m);
+	if (r == 0) {
+		(void)syscall(SYS_getppid);
+		cond_r = pthread_cond_timedwait(c, m, &rt);
+		mutex_words(cond, sizeof(cond), m);
+		r = pthread_mutex_unlock(m);
+	}
+	check_ret(pthread_cond_destroy(c), 0);
+	emit("words/cond-lock+unlock", r, 0);
+	if (cond_r != -1) {
+		emit("words/cond-timedwait-past", cond_r, ETIMEDOUT);
+		emit_words(k, "words/after-cond-timedwait", cond, "lock=2 owner=self nusers=1 count=0");
+	}
+	mutex_words(now, sizeof(now), m);
+	emit_words(k, "words/cond-unlocked", now, free_words);
+
+	/* A waiter asleep on the futex (__lock 2): the unlock must wake it. */
+	if (k->robust == PTHREAD_MUTEX_STALLED && k->protocol == PTHREAD_PRIO_NONE) {
+		struct words_waiter w = { .m = m, .got = -1, .released = -1 };
+		pthread_t t;
+
+		r = pthread_mutex_lock(m);
+		if (r == 0) {
+			(void)syscall(SYS_getppid);
+			t = xthread(words_waiter_fn, &w);
+			while (__atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) != 2)
+				sched_yield();
+			mutex_words(held, sizeof(held), m);
+			r = pthread_mutex_unlock(m);
+			xjoin(t);
+			emit_words(k, "words/waited-on", held, "lock=2 owner=self nusers=1 count=0");
+			emit("words/waiter-lock", w.got, 0);
+			emit("words/waiter-unlock", w.released, 0);
+		}
+		emit("words/waited-on-lock+unlock", r, 0);
+		mutex_words(now, sizeof(now), m);
+		emit_words(k, "words/waiter-gone", now, free_words);
+	}
+}
+
 static void mc_destroy(const struct mkind *k, pthread_mutex_t *m)
 {
 	emit("destroy-free", pthread_mutex_destroy(m), 0);
@@ -818,6 +953,7 @@ static void mutex_cases(const struct mkind *k)
 		run_mutex_case(k, hot, mc_self);
 		run_mutex_case(k, hot, mc_other);
 		run_mutex_case(k, hot, mc_cond);
+		run_mutex_case(k, hot, mc_words);
 		if (k->robust == PTHREAD_MUTEX_ROBUST) {
 			run_mutex_case(k, hot, mc_robust_recover);
 			run_mutex_case(k, hot, mc_robust_unrecoverable);

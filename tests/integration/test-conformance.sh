@@ -47,8 +47,9 @@ run() {
 		[ -n "$fake" ] && envs+=(ELIDE_FAKE_NO_RTM="$fake")
 		[ -n "$sim" ] && envs+=(ELIDE_SIM_ABORT="$sim")
 		echo "== $part" >>"$tmp/$name.out"
-		env -u LD_PRELOAD -u ELIDE -u ELIDE_FAKE_NO_RTM -u ELIDE_SIM_ABORT -u GLIBC_TUNABLES \
-			"${envs[@]}" "$prog" "$part" >>"$tmp/$name.out" 2>>"$tmp/$name.err"
+		# A lost futex wake would hang a part: a bound far above its run time.
+		timeout --signal=KILL 120 env -u LD_PRELOAD -u ELIDE -u ELIDE_FAKE_NO_RTM -u ELIDE_SIM_ABORT \
+			-u GLIBC_TUNABLES "${envs[@]}" "$prog" "$part" >>"$tmp/$name.out" 2>>"$tmp/$name.err"
 		rc=$?
 		rm -rf "$rundir"
 		if [ $rc -ne 0 ]; then
@@ -80,6 +81,7 @@ configs=(
 	"adaptive|mode=adaptive||"
 	"on|mode=on||"
 	"off|mode=off||"
+	"own-mutex-0|mode=adaptive,own_mutex=0||"
 	"fake-no-rtm|mode=on|1|"
 )
 if grep -qw rtm /proc/cpuinfo 2>/dev/null; then

@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "glibc-abi.h"
 
@@ -27,6 +29,33 @@ static const struct glibc_lock_fns glibc_fns = {
 	.rwlock_wrlock = pthread_rwlock_wrlock,
 	.rwlock_unlock = pthread_rwlock_unlock,
 };
+
+/* A glibc whose lock leaves no owner: libelide must not write one itself. */
+static int lock_without_owner(pthread_mutex_t *m)
+{
+	int r = pthread_mutex_lock(m);
+
+	m->__data.__owner = 0;
+	return r;
+}
+
+/* One whose unlock leaves __nusers counted. */
+static int unlock_keeping_users(pthread_mutex_t *m)
+{
+	int r = pthread_mutex_unlock(m);
+
+	m->__data.__nusers++;
+	return r;
+}
+
+/* One whose trylock writes a byte libelide's path does not. */
+static int trylock_touching_spins(pthread_mutex_t *m)
+{
+	int r = pthread_mutex_trylock(m);
+
+	m->__data.__spins = 7;
+	return r;
+}
 
 static const struct {
 	const char *s;
@@ -137,6 +166,44 @@ START_TEST(test_slots)
 END_TEST
 
 /* The glibc running this test is one libelide supports (2.28 .. 2.43). */
+START_TEST(test_default_mutex_this_glibc)
+{
+	int tid = (int)syscall(SYS_gettid);
+	const char *why = glibc_check_default_mutex(&glibc_fns, tid);
+
+	ck_assert_msg(why == NULL, "%s", why);
+	/* Another thread's id is not what glibc writes. */
+	why = glibc_check_default_mutex(&glibc_fns, tid + 1);
+	ck_assert_ptr_nonnull(why);
+	ck_assert_ptr_nonnull(strstr(why, "pthread_mutex_lock of a free default mutex"));
+}
+END_TEST
+
+START_TEST(test_default_mutex_other_protocols)
+{
+	int tid = (int)syscall(SYS_gettid);
+	struct glibc_lock_fns fns = glibc_fns;
+	const char *why;
+
+	fns.mutex_lock = lock_without_owner;
+	why = glibc_check_default_mutex(&fns, tid);
+	ck_assert_ptr_nonnull(why);
+	ck_assert_ptr_nonnull(strstr(why, "pthread_mutex_lock"));
+
+	fns = glibc_fns;
+	fns.mutex_unlock = unlock_keeping_users;
+	why = glibc_check_default_mutex(&fns, tid);
+	ck_assert_ptr_nonnull(why);
+	ck_assert_ptr_nonnull(strstr(why, "pthread_mutex_unlock of a default mutex"));
+
+	fns = glibc_fns;
+	fns.mutex_trylock = trylock_touching_spins;
+	why = glibc_check_default_mutex(&fns, tid);
+	ck_assert_ptr_nonnull(why);
+	ck_assert_ptr_nonnull(strstr(why, "pthread_mutex_trylock"));
+}
+END_TEST
+
 START_TEST(test_probe_this_glibc)
 {
 	struct glibc_facts facts;
@@ -166,6 +233,8 @@ static Suite *glibc_check_suite(void)
 	tcase_add_test(tc, test_verdict_long_garbage);
 	tcase_add_test(tc, test_slots);
 	tcase_add_test(tc, test_probe_this_glibc);
+	tcase_add_test(tc, test_default_mutex_this_glibc);
+	tcase_add_test(tc, test_default_mutex_other_protocols);
 	suite_add_tcase(s, tc);
 	return s;
 }

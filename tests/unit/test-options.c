@@ -49,6 +49,7 @@ static void assert_opts_eq(const struct elide_options *a, const struct elide_opt
 	ck_assert_uint_eq(a->max_locks, b->max_locks);
 	ck_assert(a->report == b->report);
 	ck_assert(a->force_normal == b->force_normal);
+	ck_assert(a->own_mutex == b->own_mutex);
 	ck_assert(a->verbose == b->verbose);
 }
 
@@ -80,6 +81,7 @@ START_TEST(test_defaults)
 	ck_assert(!o.report);
 	ck_assert(o.stats);
 	ck_assert(!o.force_normal);
+	ck_assert(o.own_mutex);
 	ck_assert(!o.verbose);
 }
 END_TEST
@@ -270,7 +272,7 @@ END_TEST
 
 START_TEST(test_bools)
 {
-	static const char *const names[] = { "report", "force_normal", "verbose", "stats" };
+	static const char *const names[] = { "report", "force_normal", "verbose", "stats", "own_mutex" };
 	static const struct {
 		const char *s;
 		bool v;
@@ -282,16 +284,16 @@ START_TEST(test_bools)
 	struct errlog log;
 	char buf[64];
 
-	for (size_t n = 0; n < 4; n++) {
+	for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
 		for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
 			bool got;
 
 			elide_options_defaults(&o);
 			/* Start from the opposite value so the parse must change it. */
-			o.report = o.force_normal = o.verbose = o.stats = !vals[i].v;
+			o.report = o.force_normal = o.verbose = o.stats = o.own_mutex = !vals[i].v;
 			snprintf(buf, sizeof(buf), "%s=%s", names[n], vals[i].s);
 			ck_assert_int_eq(parse(&o, buf, &log), 0);
-			got = n == 0 ? o.report : n == 1 ? o.force_normal : n == 2 ? o.verbose : o.stats;
+			got = n == 0 ? o.report : n == 1 ? o.force_normal : n == 2 ? o.verbose : n == 3 ? o.stats : o.own_mutex;
 			ck_assert(got == vals[i].v);
 		}
 		reject_value(names[n], "2");
