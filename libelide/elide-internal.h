@@ -196,6 +196,15 @@ static inline void rec_count(struct lock_rec *rec, enum lock_stat stat, uint64_t
 	rec_touch(rec);
 }
 
+/* Whether the lock's own outcomes steer it (back-off, probes): adaptive
+ * mode and no policy of its own.  mode=on and policy "always" try every
+ * time. */
+static inline bool rec_adapts(const struct lock_rec *rec)
+{
+	return elide.opts.mode == ELIDE_MODE_ADAPTIVE &&
+	       atomic_load_explicit(&rec->policy, memory_order_relaxed) == ELIDE_POLICY_ADAPTIVE;
+}
+
 void rec_publish_state(struct lock_rec *rec) _hidden_;
 void registry_apply_mode(void) _hidden_;
 void registry_apply_lock_decisions(void) _hidden_;

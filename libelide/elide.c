@@ -189,6 +189,12 @@ struct elided_lock {
 #define STREAK_BACK_OFF 6
 #define STREAK_MAX 255
 #define THROTTLED_SAMPLE 64
+/* A lock that does not adapt (mode=on, policy always): after a throttled
+ * acquisition falls back, this thread's next THROTTLED_SKIP acquisitions of
+ * it go straight to the real lock, as glibc's own elision skips 3 after an
+ * abort (glibc.elision.skip_lock_internal_abort).  An attempt that cannot
+ * commit then costs a quarter as often; the lock itself never backs off. */
+#define THROTTLED_SKIP 3
 
 struct lock_local {
 	uintptr_t key;                /* lock_key() of the lock, 0 = slot unused */
@@ -489,6 +495,24 @@ static void conflict_pause(unsigned attempt)
 		_mm_pause();
 }
 
+/* A burst just granted goes to the hot entry; the previous hot lock's rest
+ * goes back to its slot, so two locks used in turn both keep theirs (the
+ * other one's fast path finds it in its slot). */
+static inline void hot_grant(struct lock_local *l, uint32_t n)
+{
+	if (self.hot_key != l->key) {
+		if (self.hot_key) {
+			struct lock_local *old = local_slot((const void *)(self.hot_key & ~(uintptr_t)1), self.hot_key & 1);
+
+			if (old->key == self.hot_key)
+				old->burst = self.hot_burst;
+		}
+		self.hot_key = l->key;
+	}
+	self.hot_burst = n;
+	l->burst = 0;
+}
+
 /*
  * Try to run the critical section as a transaction.  Returns true with the
  * transaction open (the caller returns 0 to the program), false when the
@@ -509,7 +533,7 @@ static __attribute__((noinline)) bool try_elide(void *lock, struct lock_rec *rec
 	unsigned weight = throttled ? throttled_weight(l) : 1;
 	unsigned retries = throttled ? 0 : elide.opts.retries;
 	unsigned busy_retries = throttled ? 0 : elide.opts.busy_retries;
-	unsigned attempt = 0;
+	unsigned attempt = 0, skipped = 0;
 	bool other_retried = throttled;
 
 	for (;;) {
@@ -521,8 +545,10 @@ static __attribute__((noinline)) bool try_elide(void *lock, struct lock_rec *rec
 			if (throttled || !wait_until_free(lock, op))
 				break;
 		}
-		/* Time 1 in 16 attempts: cheap enough, and an unbiased estimate. */
-		if (unlikely((++self.attempt_count & 15) == 0))
+		/* Time 1 in 16 attempts: cheap enough, and an unbiased estimate.
+		 * A throttled attempt is timed when it is counted (1 in
+		 * THROTTLED_SAMPLE, which its weight already scales). */
+		if (throttled ? weight != 0 : unlikely((++self.attempt_count & 15) == 0))
 			start = __rdtsc();
 		status = likely(!elide.sim_abort) ? _xbegin() : elide.sim_abort_status;
 		if (status == _XBEGIN_STARTED) {
@@ -535,7 +561,7 @@ static __attribute__((noinline)) bool try_elide(void *lock, struct lock_rec *rec
 			_xabort(ELIDE_XABORT_BUSY);
 		}
 		if (weight)
-			rec_note_abort(rec, status, start ? (__rdtsc() - start) * 16 : 0, weight);
+			rec_note_abort(rec, status, start ? (__rdtsc() - start) * (throttled ? 1 : 16) : 0, weight);
 		switch (elide_abort_classify(status)) {
 		case ELIDE_ABORT_BUSY:
 			if (busy_retries-- == 0)
@@ -556,7 +582,8 @@ static __attribute__((noinline)) bool try_elide(void *lock, struct lock_rec *rec
 				other_retried = true;
 				continue;
 			}
-			rec_back_off(rec);
+			if (rec_adapts(rec))
+				rec_back_off(rec);
 			goto fallback;
 		case ELIDE_ABORT_CAPACITY:
 		case ELIDE_ABORT_EXPLICIT:
@@ -564,18 +591,28 @@ static __attribute__((noinline)) bool try_elide(void *lock, struct lock_rec *rec
 		default:
 			/* Too big for the cache, or trylock / cond wait / destroy
 			 * inside: this lock's sections need the real lock for a while. */
-			rec_back_off(rec);
+			if (rec_adapts(rec))
+				rec_back_off(rec);
 			goto fallback;
 		}
 	}
 fallback:
+	if (throttled && !rec_adapts(rec) && !in_elided_section()) {
+		hot_grant(l, THROTTLED_SKIP);
+		skipped = THROTTLED_SKIP;
+	}
 	if (l->fail_streak < STREAK_MAX)
 		l->fail_streak++;
-	if (l->fail_streak >= STREAK_BACK_OFF)
-		rec_back_off(rec); /* a CAS from GATE_ELIDE: once per back-off */
+	/* A CAS from GATE_ELIDE: once per back-off.  Locks that do not adapt
+	 * (mode=on, policy always) skip even the call: they get here on
+	 * every acquisition. */
+	if (l->fail_streak >= STREAK_BACK_OFF && rec_adapts(rec))
+		rec_back_off(rec);
 	if (weight) {
 		rec_count(rec, STAT_FALLBACKS, weight);
-		rec_count(rec, STAT_ACQUIRED, weight);
+		rec_count(rec, STAT_ACQUIRED, weight * (1 + skipped));
+		if (skipped)
+			rec_count(rec, STAT_SKIPPED, weight * skipped);
 	}
 	return false;
 }
@@ -611,24 +648,6 @@ static __attribute__((noinline)) bool probe_elide(void *lock, struct lock_rec *r
 	rec_count(rec, STAT_FALLBACKS, 1);
 	rec_count(rec, STAT_ACQUIRED, 1);
 	return false;
-}
-
-/* A burst just granted goes to the hot entry; the previous hot lock's rest
- * goes back to its slot, so two locks used in turn both keep theirs (the
- * other one's fast path finds it in its slot). */
-static inline void hot_grant(struct lock_local *l, uint32_t n)
-{
-	if (self.hot_key != l->key) {
-		if (self.hot_key) {
-			struct lock_local *old = local_slot((const void *)(self.hot_key & ~(uintptr_t)1), self.hot_key & 1);
-
-			if (old->key == self.hot_key)
-				old->burst = self.hot_burst;
-		}
-		self.hot_key = l->key;
-	}
-	self.hot_burst = n;
-	l->burst = 0;
 }
 
 /*
@@ -960,12 +979,14 @@ static inline bool mutex_takes_fast_path(const pthread_mutex_t *m)
 
 	if (likely(path == PATH_OFF))
 		return true;
+	/* Bursts: a lock not elided now, or this thread's skip after a
+	 * throttled attempt (THROTTLED_SKIP). */
+	if (takes_burst(m, false))
+		return true;
 	if (path == PATH_TRACK_ALL) {
 		prefetch_if_failing(m, false);
 		return false;
 	}
-	if (takes_burst(m, false))
-		return true;
 	/* glibc writes this line next: ask for it exclusive now, or the read
 	 * below fetches it shared and glibc's CAS pays a second transfer. */
 	prefetch_unless_eliding(m, false);
@@ -1181,12 +1202,14 @@ static inline bool rwlock_takes_fast_path(pthread_rwlock_t *rw, bool write)
 
 	if (likely(path == PATH_OFF))
 		return true;
+	/* Bursts: a lock not elided now, or this thread's skip after a
+	 * throttled attempt (THROTTLED_SKIP). */
+	if (takes_burst(rw, write))
+		return true;
 	if (path == PATH_TRACK_ALL) {
 		prefetch_if_failing(rw, write);
 		return false;
 	}
-	if (takes_burst(rw, write))
-		return true;
 	prefetch_unless_eliding(rw, write); /* as for mutexes: glibc's atomic add comes next */
 	return __atomic_load_n(rwlock_idx_ptr(rw, write), __ATOMIC_RELAXED) == 0 && !rwlock_in_use(rw);
 }

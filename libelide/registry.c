@@ -359,12 +359,6 @@ void registry_detach(uint16_t *idx_ptr)
 	free_push(idx);
 }
 
-static bool rec_adapts(const struct lock_rec *rec)
-{
-	return elide.opts.mode == ELIDE_MODE_ADAPTIVE &&
-	       atomic_load_explicit(&rec->policy, memory_order_relaxed) == ELIDE_POLICY_ADAPTIVE;
-}
-
 static void rec_apply_policy(struct lock_rec *rec, int policy, uint8_t reason_override)
 {
 	int32_t gate;

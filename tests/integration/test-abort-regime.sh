@@ -5,7 +5,8 @@
 # counters and never by time (tests/integration/abort-regime.c says what is
 # asserted and why): in adaptive mode a lock that cannot elide backs off and
 # stays backed off (few attempts, most acquisitions skipped); in mode=on it
-# makes one attempt per acquisition and never backs off; no update is lost.
+# never backs off: each failed acquisition makes one attempt and skips the
+# thread's next 3 (as glibc's elision does); no update is lost.
 #
 # Without usable RTM, ELIDE_SIM_ABORT makes every transaction abort with
 # one status per run:
@@ -18,7 +19,9 @@
 #               was once repeated at every acquisition, for ever)
 # for a mutex, an rwlock's writers, and a 90-10 read/write mix, with 2 and 4
 # threads, in adaptive mode; then mode=on twice (a conflict and the busy
-# status): a throttled acquisition must neither retry nor wait.
+# status): a throttled acquisition must neither retry nor wait, and skips
+# the next 3; and a lock annotated never, in both modes: no attempt, every
+# acquisition counted once.
 #
 # With usable RTM the simulation is ignored: the same workloads then run
 # with a getppid() inside every section, which aborts every real
@@ -85,10 +88,16 @@ simulated)
 			done
 		done
 	done
-	check "mode=on, conflict aborts: mutex, one attempt per acquisition" \
+	check "mode=on, conflict aborts: mutex, one attempt, then 3 skipped" \
 		mode=on 0x6 --lock mutex --threads 2 --iterations "$iterations"
-	check "mode=on, busy aborts: rwlock-read-90-10, one attempt per acquisition" \
+	check "mode=on, busy aborts: rwlock-read-90-10, one attempt, then 3 skipped" \
 		mode=on 0xff000001 --lock rwlock-read-90-10 --threads 4 --iterations "$iterations"
+	for mode in adaptive on; do
+		for lock in mutex rwlock-read-90-10; do
+			check "mode=$mode, policy never: $lock, no attempt, every acquisition counted once" \
+				mode=$mode 0x6 --policy never --lock "$lock" --threads 2 --iterations "$iterations"
+		done
+	done
 	;;
 rtm)
 	[ $cpu_rtm = yes ] || { echo "FAIL: libelide reports usable RTM, /proc/cpuinfo has no rtm flag" >&2; exit 1; }
@@ -99,7 +108,7 @@ rtm)
 				mode=adaptive "" --section syscall --lock "$lock" --threads "$threads" --iterations "$iterations"
 		done
 	done
-	check "mode=on, real RTM, syscall in the section: mutex, one attempt per acquisition" \
+	check "mode=on, real RTM, syscall in the section: mutex, one attempt, then 3 skipped" \
 		mode=on "" --section syscall --lock mutex --threads 2 --iterations "$iterations"
 	;;
 *)
