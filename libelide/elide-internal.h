@@ -45,6 +45,7 @@ static inline uint16_t *rwlock_idx_ptr(pthread_rwlock_t *rw, bool write)
 #define RWLOCK_WRLOCKED 2u
 #define RWLOCK_RWAITING 4u
 #define RWLOCK_READER_SHIFT 3
+#define RWLOCK_READER_OVERFLOW 0x80000000u /* glibc refuses a reader here: EAGAIN */
 
 enum lock_kind {
 	LOCK_KIND_MUTEX = 1,        /* values as enum elide_seg_kind */
@@ -119,6 +120,7 @@ struct elide_state {
 	 * protocol (elide.c, "a default mutex's words"); set once, in the
 	 * constructor, after glibc_check_default_mutex(). */
 	bool own_mutex_words;
+	bool own_rwlock_words;        /* the read side of default rwlocks, likewise */
 	const char *single_threaded;  /* glibc's __libc_single_threaded, NULL before 2.32 */
 	const char *disabled_reason;  /* why not, when !enabled */
 	struct elide_options opts;    /* in effect (elided may change mode and knobs) */

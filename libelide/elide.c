@@ -881,6 +881,79 @@ static inline int real_mutex_unlock(pthread_mutex_t *m)
 	return 0;
 }
 
+/*
+ * The read side of a default rwlock, taken and given here for the same
+ * reason as a default mutex's words (above), with glibc's protocol for it
+ * (2.25 and later): __readers counts readers from bit RWLOCK_READER_SHIFT
+ * up, below it WRPHASE (a write phase), WRLOCKED (a writer holds or waits)
+ * and RWAITING (readers wait for that writer).  A reader that registers in
+ * a read phase holds the lock; a reader that leaves is done unless it is
+ * the last one and a writer or waiting readers need the hand-over.  Only
+ * those two cases are done here, with one CAS each that leaves the word as
+ * glibc's fetch-add or CAS would; everything else (a write phase, a
+ * writer-preferring rwlock, the reader that must hand over, a thread that
+ * holds the lock for writing, an overflowing count) goes to glibc, whose
+ * code then runs from the same state.  Only where
+ * glibc_check_default_rwlock() saw glibc write the word so.
+ */
+static inline bool own_rwlock_read(const pthread_rwlock_t *rw)
+{
+	return elide.own_rwlock_words &&
+	       __atomic_load_n(&rw->__data.__flags, __ATOMIC_RELAXED) != PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP;
+}
+
+/* Registers as a reader in a read phase; false (nothing written) otherwise. */
+static inline bool rwlock_read_take(pthread_rwlock_t *rw)
+{
+	unsigned *word = &rw->__data.__readers;
+	unsigned r = __atomic_load_n(word, __ATOMIC_RELAXED);
+
+	/* glibc says EDEADLK to a thread that holds it for writing. */
+	if (__atomic_load_n(&rw->__data.__cur_writer, __ATOMIC_RELAXED) == thread_tid())
+		return false;
+	while (!(r & RWLOCK_WRPHASE) && r < RWLOCK_READER_OVERFLOW - (1u << RWLOCK_READER_SHIFT)) {
+		if (__atomic_compare_exchange_n(word, &r, r + (1u << RWLOCK_READER_SHIFT), true, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			return true;
+	}
+	return false;
+}
+
+/* Leaves as a reader when no hand-over is due; false (nothing written) when
+ * glibc must do it, or the thread holds the lock for writing. */
+static inline bool rwlock_read_give(pthread_rwlock_t *rw)
+{
+	unsigned *word = &rw->__data.__readers;
+	unsigned r = __atomic_load_n(word, __ATOMIC_RELAXED);
+
+	if (__atomic_load_n(&rw->__data.__cur_writer, __ATOMIC_RELAXED) == thread_tid())
+		return false;
+	for (;;) {
+		unsigned readers = r >> RWLOCK_READER_SHIFT;
+
+		if ((r & RWLOCK_WRPHASE) || readers == 0 ||
+		    (readers == 1 && (r & (RWLOCK_WRLOCKED | RWLOCK_RWAITING))))
+			return false;
+		if (__atomic_compare_exchange_n(word, &r, r - (1u << RWLOCK_READER_SHIFT), true, __ATOMIC_RELEASE,
+						__ATOMIC_RELAXED))
+			return true;
+	}
+}
+
+static inline int real_rwlock_rdlock(pthread_rwlock_t *rw)
+{
+	if (own_rwlock_read(rw) && rwlock_read_take(rw))
+		return 0;
+	return real.rwlock_rdlock(rw);
+}
+
+static inline int real_rwlock_unlock(pthread_rwlock_t *rw)
+{
+	if (own_rwlock_read(rw) && rwlock_read_give(rw))
+		return 0;
+	return real.rwlock_unlock(rw);
+}
+
 static int real_mutex_acquire(pthread_mutex_t *m, const struct wait_spec *w)
 {
 	switch (w->how) {
@@ -1137,7 +1210,7 @@ static int real_rwlock_acquire(pthread_rwlock_t *rw, const struct rw_call *c)
 	case WAIT_FOREVER:
 		break;
 	}
-	return rd ? real.rwlock_rdlock(rw) : real.rwlock_wrlock(rw);
+	return rd ? real_rwlock_rdlock(rw) : real.rwlock_wrlock(rw);
 }
 
 /*
@@ -1217,7 +1290,7 @@ static inline bool rwlock_takes_fast_path(pthread_rwlock_t *rw, bool write)
 _public_ int pthread_rwlock_rdlock(pthread_rwlock_t *rw)
 {
 	if (likely(rwlock_takes_fast_path(rw, false)))
-		return real.rwlock_rdlock(rw);
+		return real_rwlock_rdlock(rw);
 	return rwlock_acquire_slow(rw, OP_RDLOCK, WAIT_FOREVER, 0, NULL, __builtin_return_address(0));
 }
 
@@ -1283,7 +1356,7 @@ static __attribute__((noinline)) int rwlock_unlock_maybe_elided(pthread_rwlock_t
 	struct lock_rec *rec = elided_pop(rw);
 
 	if (!rec)
-		return real.rwlock_unlock(rw);
+		return real_rwlock_unlock(rw);
 	commit_elided(rw, rec);
 	return 0;
 }
@@ -1293,7 +1366,7 @@ _public_ int pthread_rwlock_unlock(pthread_rwlock_t *rw)
 	/* A reader count cannot tell our elided read from a real one: only the
 	 * thread's own elided set can. */
 	if (likely(!in_elided_section()))
-		return real.rwlock_unlock(rw);
+		return real_rwlock_unlock(rw);
 	return rwlock_unlock_maybe_elided(rw);
 }
 
@@ -1512,6 +1585,26 @@ static const char *own_mutex_words_refused(void)
 	return glibc_check_default_mutex(&fns, thread_tid());
 }
 
+/* The same for the read side of default rwlocks ("the read side of a
+ * default rwlock" above). */
+static const char *own_rwlock_words_refused(void)
+{
+	const struct glibc_lock_fns fns = real_lock_fns();
+	unsigned major, minor;
+	const char *why;
+
+	if (!elide.opts.own_rwlock)
+		return "own_rwlock=0";
+	if (elide_glibc_elision_enabled(secure_getenv("GLIBC_TUNABLES")))
+		return "glibc's own elision is enabled (GLIBC_TUNABLES)";
+	if (real.rwlock_rdlock != __pthread_rwlock_rdlock || real.rwlock_unlock != __pthread_rwlock_unlock)
+		return "another library interposes the rwlock functions after libelide";
+	why = glibc_version_reason(gnu_get_libc_version(), &major, &minor);
+	if (why)
+		return why;
+	return glibc_check_default_rwlock(&fns, thread_tid());
+}
+
 static const char *decide_disabled_reason(void)
 {
 	static char reason[160];
@@ -1552,7 +1645,7 @@ __attribute__((constructor(101))) static void elide_init(void)
 {
 	/* C: errno is zero at program start-up, whatever we called. */
 	int saved_errno = errno;
-	const char *own_words_why;
+	const char *own_words_why, *own_rwlock_why;
 	int r;
 
 	log_set_prefix("libelide");
@@ -1571,6 +1664,8 @@ __attribute__((constructor(101))) static void elide_init(void)
 	resolving = false;
 	own_words_why = own_mutex_words_refused();
 	elide.own_mutex_words = own_words_why == NULL;
+	own_rwlock_why = own_rwlock_words_refused();
+	elide.own_rwlock_words = own_rwlock_why == NULL;
 	r = registry_init();
 	if (r < 0)
 		log_warning_errno(r, "cannot map the lock table (%u records); statistics off",
@@ -1588,6 +1683,10 @@ __attribute__((constructor(101))) static void elide_init(void)
 			log_info("default mutexes are locked by glibc's functions: %s", own_words_why);
 		else
 			log_info("default mutexes are locked by libelide with glibc's protocol");
+		if (own_rwlock_why)
+			log_info("rwlocks are read-locked by glibc's functions: %s", own_rwlock_why);
+		else
+			log_info("free rwlocks are read-locked by libelide with glibc's protocol");
 	}
 	elide.enabled = elide.disabled_reason == NULL;
 	__atomic_store_n(&elide.path,

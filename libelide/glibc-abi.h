@@ -178,4 +178,13 @@ const char *glibc_check(struct glibc_facts *facts, const struct glibc_lock_fns *
  */
 const char *glibc_check_default_mutex(const struct glibc_lock_fns *fns, int tid) _hidden_;
 
+/*
+ * NULL when glibc's rdlock and unlock of a default rwlock (prefers readers)
+ * count readers in __readers from bit 3 with nothing else written, and a
+ * writer leaves the write phase (bit 0) that the next reader ends; else
+ * what differs (libelide's read side: "the read side of a default rwlock"
+ * in elide.c).
+ */
+const char *glibc_check_default_rwlock(const struct glibc_lock_fns *fns, int tid) _hidden_;
+
 #endif

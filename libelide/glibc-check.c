@@ -299,3 +299,57 @@ const char *glibc_check_default_mutex(const struct glibc_lock_fns *fns, int tid)
 	fns->mutex_destroy(&m);
 	return why;
 }
+
+/* An rwlock's words other than __readers, __cur_writer and the two futex
+ * words (glibc's writer path, never written by libelide) as glibc's
+ * initializer left them. */
+static bool default_rwlock_is(const pthread_rwlock_t *rw, const pthread_rwlock_t *fresh, unsigned readers,
+			      int writer)
+{
+	pthread_rwlock_t rest = *rw;
+
+	if (rw_readers(rw) != readers || rw_writer(rw) != writer)
+		return false;
+	rest.__data.__readers = fresh->__data.__readers;
+	rest.__data.__cur_writer = fresh->__data.__cur_writer;
+	rest.__data.__wrphase_futex = fresh->__data.__wrphase_futex;
+	rest.__data.__writers_futex = fresh->__data.__writers_futex;
+	return memcmp(&rest, fresh, sizeof(rest)) == 0;
+}
+
+#define RW_ONE_READER (1u << RW_READER_SHIFT)
+#define RW_WRPHASE 1u
+
+const char *glibc_check_default_rwlock(const struct glibc_lock_fns *fns, int tid)
+{
+	pthread_rwlock_t rw, fresh;
+	const char *why = NULL;
+
+	memset(&rw, 0, sizeof(rw));
+	if (fns->rwlock_init(&rw, NULL) != 0)
+		return "glibc probe: pthread_rwlock_init failed";
+	fresh = rw;
+	if (!default_rwlock_is(&rw, &fresh, 0, 0) || rw.__data.__flags != PTHREAD_RWLOCK_PREFER_READER_NP)
+		why = "glibc probe: a new default rwlock has nonzero __readers or __cur_writer, or prefers writers";
+	else if (fns->rwlock_rdlock(&rw) != 0 || !default_rwlock_is(&rw, &fresh, RW_ONE_READER, 0))
+		why = "glibc probe: pthread_rwlock_rdlock of a free rwlock does not leave one reader in __readers "
+		      "(bit 3) and nothing else changed";
+	else if (fns->rwlock_rdlock(&rw) != 0 || !default_rwlock_is(&rw, &fresh, 2 * RW_ONE_READER, 0))
+		why = "glibc probe: a second pthread_rwlock_rdlock does not count a second reader";
+	else if (fns->rwlock_unlock(&rw) != 0 || !default_rwlock_is(&rw, &fresh, RW_ONE_READER, 0))
+		why = "glibc probe: pthread_rwlock_unlock of one of two readers does not leave one reader";
+	else if (fns->rwlock_unlock(&rw) != 0 || !default_rwlock_is(&rw, &fresh, 0, 0))
+		why = "glibc probe: pthread_rwlock_unlock of the last reader does not leave __readers 0";
+	else if (fns->rwlock_wrlock(&rw) != 0 || !default_rwlock_is(&rw, &fresh, RW_WRPHASE | RW_WRLOCKED, tid))
+		why = "glibc probe: pthread_rwlock_wrlock of a free rwlock does not leave __readers write-phase and "
+		      "write-locked (3) and __cur_writer the thread's id";
+	else if (fns->rwlock_unlock(&rw) != 0 || !default_rwlock_is(&rw, &fresh, RW_WRPHASE, 0))
+		why = "glibc probe: pthread_rwlock_unlock of a writer with no readers does not leave the write "
+		      "phase (__readers 1) and __cur_writer 0";
+	else if (fns->rwlock_rdlock(&rw) != 0 || !default_rwlock_is(&rw, &fresh, RW_ONE_READER, 0))
+		why = "glibc probe: pthread_rwlock_rdlock after a writer does not start a read phase with one reader";
+	else if (fns->rwlock_unlock(&rw) != 0 || !default_rwlock_is(&rw, &fresh, 0, 0))
+		why = "glibc probe: pthread_rwlock_unlock of that reader does not leave __readers 0";
+	fns->rwlock_destroy(&rw);
+	return why;
+}

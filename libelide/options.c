@@ -57,6 +57,7 @@ static const struct opt_desc opt_table[] = {
 	OPT_B(force_normal),
 	OPT_B(verbose),
 	OPT_B(own_mutex),
+	OPT_B(own_rwlock),
 };
 
 void elide_options_defaults(struct elide_options *opts)
@@ -78,6 +79,7 @@ void elide_options_defaults(struct elide_options *opts)
 		.force_normal = false,
 		.verbose = false,
 		.own_mutex = true,
+		.own_rwlock = true,
 	};
 }
 

@@ -35,6 +35,8 @@ struct elide_options {
 	bool verbose;             /* verbose=0|1  say at start-up whether and why elision is on, default 0 */
 	bool own_mutex;           /* own_mutex=0|1 lock and unlock default mutexes with glibc's protocol in
 				   * libelide (1) or always call glibc's functions (0), default 1 */
+	bool own_rwlock;          /* own_rwlock=0|1 read-lock and unlock free rwlocks with glibc's protocol in
+				   * libelide (1) or always call glibc's functions (0), default 1 */
 };
 
 /* Fill *opts with the defaults above. */

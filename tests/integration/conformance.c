@@ -1169,6 +1169,113 @@ static void rc_unlock_not_held(const struct rwkind *k, pthread_rwlock_t *rw)
 	emit("unlock-not-held", pthread_rwlock_unlock(rw), 0);
 }
 
+/*
+ * The words glibc keeps in an rwlock (__readers: the reader count from bit
+ * 3 and the phase flags below it; __cur_writer; the two futex words), seen
+ * from outside: libelide takes and gives the read side of a default rwlock
+ * itself and must leave them exactly as glibc would.  Read in real holds
+ * (a system call inside the section first) and printed after the unlock.
+ */
+static void rwlock_words(char *buf, size_t size, const pthread_rwlock_t *rw, bool futexes)
+{
+	int tid = (int)syscall(SYS_gettid);
+	unsigned r = __atomic_load_n(&rw->__data.__readers, __ATOMIC_RELAXED);
+	int writer = __atomic_load_n(&rw->__data.__cur_writer, __ATOMIC_RELAXED);
+	int n;
+
+	n = snprintf(buf, size, "readers=%u flags=%s%s%s%s writer=%s", r >> 3, r & 7 ? "" : "-",
+		     r & 1 ? "wrphase," : "", r & 2 ? "wrlocked," : "", r & 4 ? "rwaiting," : "",
+		     writer == 0 ? "0" : writer == tid ? "self" : "other");
+	if (futexes && n > 0 && (size_t)n < size)
+		snprintf(buf + n, size - (size_t)n, " wrphase_futex=%u writers_futex=%u",
+			 __atomic_load_n(&rw->__data.__wrphase_futex, __ATOMIC_RELAXED),
+			 __atomic_load_n(&rw->__data.__writers_futex, __ATOMIC_RELAXED));
+}
+
+static void emit_rw_words(const struct rwkind *k, const char *name, const char *got, const char *want_default)
+{
+	emit_str(name, got, k->attr ? got : want_default);
+}
+
+struct rw_words_writer {
+	pthread_rwlock_t *rw;
+	int got, released;
+	char held[128];
+};
+
+static void *rw_words_writer_fn(void *arg)
+{
+	struct rw_words_writer *w = arg;
+
+	pp_warmup();
+	w->got = pthread_rwlock_wrlock(w->rw);
+	if (w->got == 0) {
+		(void)syscall(SYS_getppid);
+		rwlock_words(w->held, sizeof(w->held), w->rw, false);
+		w->released = pthread_rwlock_unlock(w->rw);
+	}
+	return NULL;
+}
+
+/* One step: OP on the rwlock (in a real hold when it locks), then its words. */
+#define RW_STEP(name, want_r, op, want_words) do { \
+		int r_ = (op); \
+		(void)syscall(SYS_getppid); \
+		rwlock_words(words, sizeof(words), rw, true); \
+		emit("words/" name, r_, want_r); \
+		emit_rw_words(k, "words/" name "-words", words, want_words); \
+	} while (0)
+
+static void rc_words(const struct rwkind *k, pthread_rwlock_t *rw)
+{
+	char words[128], before[128];
+
+	rwlock_words(words, sizeof(words), rw, true);
+	emit_rw_words(k, "words/free", words, "readers=0 flags=- writer=0 wrphase_futex=0 writers_futex=0");
+	RW_STEP("rdlock", 0, pthread_rwlock_rdlock(rw), "readers=1 flags=- writer=0 wrphase_futex=0 writers_futex=0");
+	RW_STEP("rdlock-second", 0, pthread_rwlock_rdlock(rw),
+		"readers=2 flags=- writer=0 wrphase_futex=0 writers_futex=0");
+	RW_STEP("unlock-one-of-two", 0, pthread_rwlock_unlock(rw),
+		"readers=1 flags=- writer=0 wrphase_futex=0 writers_futex=0");
+	RW_STEP("unlock-last", 0, pthread_rwlock_unlock(rw), "readers=0 flags=- writer=0 wrphase_futex=0 writers_futex=0");
+	RW_STEP("wrlock", 0, pthread_rwlock_wrlock(rw),
+		"readers=0 flags=wrphase,wrlocked, writer=self wrphase_futex=1 writers_futex=1");
+	RW_STEP("wrunlock", 0, pthread_rwlock_unlock(rw),
+		"readers=0 flags=wrphase, writer=0 wrphase_futex=1 writers_futex=0");
+	RW_STEP("rdlock-after-writer", 0, pthread_rwlock_rdlock(rw),
+		"readers=1 flags=- writer=0 wrphase_futex=0 writers_futex=0");
+	RW_STEP("unlock-after-writer", 0, pthread_rwlock_unlock(rw),
+		"readers=0 flags=- writer=0 wrphase_futex=0 writers_futex=0");
+
+	/* A writer waits for this reader: its unlock must hand the lock over. */
+	{
+		struct rw_words_writer w = { .rw = rw, .got = -1, .released = -1 };
+		pthread_t t;
+		int r = pthread_rwlock_rdlock(rw);
+
+		if (r == 0) {
+			(void)syscall(SYS_getppid);
+			t = xthread(rw_words_writer_fn, &w);
+			while (!(__atomic_load_n(&rw->__data.__readers, __ATOMIC_RELAXED) & 2))
+				sched_yield();
+			rwlock_words(before, sizeof(before), rw, false);
+			r = pthread_rwlock_unlock(rw);
+			xjoin(t);
+			emit_rw_words(k, "words/reader-with-writer-waiting", before,
+				      "readers=1 flags=wrlocked, writer=0");
+			emit("words/handed-over-unlock", r, 0);
+			emit("words/waiting-writer-lock", w.got, 0);
+			emit("words/waiting-writer-unlock", w.released, 0);
+			if (w.got == 0)
+				emit_rw_words(k, "words/waiting-writer-held", w.held,
+					      "readers=0 flags=wrphase,wrlocked, writer=self");
+		}
+		rwlock_words(words, sizeof(words), rw, true);
+		emit_rw_words(k, "words/after-hand-over", words,
+			      "readers=0 flags=wrphase, writer=0 wrphase_futex=1 writers_futex=0");
+	}
+}
+
 static void rc_destroy(const struct rwkind *k, pthread_rwlock_t *rw)
 {
 	int r;
@@ -1251,6 +1358,7 @@ static void rwlock_cases(const struct rwkind *k)
 		if (k->pshared == PTHREAD_PROCESS_SHARED)
 			run_rwlock_case(k, hot, rc_pshared_fork);
 		run_rwlock_case(k, hot, rc_unlock_not_held);
+		run_rwlock_case(k, hot, rc_words);
 		run_rwlock_case(k, hot, rc_destroy);
 	}
 }

@@ -39,6 +39,34 @@ static int lock_without_owner(pthread_mutex_t *m)
 	return r;
 }
 
+/* rwlocks whose read side counts another way. */
+static int rdlock_counting_twice(pthread_rwlock_t *rw)
+{
+	int r = pthread_rwlock_rdlock(rw);
+
+	rw->__data.__readers += 1u << 3;
+	return r;
+}
+
+static int rdlock_touching_writers(pthread_rwlock_t *rw)
+{
+	int r = pthread_rwlock_rdlock(rw);
+
+	rw->__data.__writers++;
+	return r;
+}
+
+/* A writer that leaves no write phase behind. */
+static int unlock_ending_write_phase(pthread_rwlock_t *rw)
+{
+	bool writer = rw->__data.__cur_writer != 0;
+	int r = pthread_rwlock_unlock(rw);
+
+	if (writer)
+		rw->__data.__readers &= ~1u;
+	return r;
+}
+
 /* One whose unlock leaves __nusers counted. */
 static int unlock_keeping_users(pthread_mutex_t *m)
 {
@@ -204,6 +232,44 @@ START_TEST(test_default_mutex_other_protocols)
 }
 END_TEST
 
+START_TEST(test_default_rwlock_this_glibc)
+{
+	int tid = (int)syscall(SYS_gettid);
+	const char *why = glibc_check_default_rwlock(&glibc_fns, tid);
+
+	ck_assert_msg(why == NULL, "%s", why);
+	/* Another thread's id is not what glibc writes for a writer. */
+	why = glibc_check_default_rwlock(&glibc_fns, tid + 1);
+	ck_assert_ptr_nonnull(why);
+	ck_assert_ptr_nonnull(strstr(why, "pthread_rwlock_wrlock of a free rwlock"));
+}
+END_TEST
+
+START_TEST(test_default_rwlock_other_protocols)
+{
+	int tid = (int)syscall(SYS_gettid);
+	struct glibc_lock_fns fns = glibc_fns;
+	const char *why;
+
+	fns.rwlock_rdlock = rdlock_counting_twice;
+	why = glibc_check_default_rwlock(&fns, tid);
+	ck_assert_ptr_nonnull(why);
+	ck_assert_ptr_nonnull(strstr(why, "pthread_rwlock_rdlock of a free rwlock"));
+
+	fns = glibc_fns;
+	fns.rwlock_rdlock = rdlock_touching_writers;
+	why = glibc_check_default_rwlock(&fns, tid);
+	ck_assert_ptr_nonnull(why);
+	ck_assert_ptr_nonnull(strstr(why, "nothing else changed"));
+
+	fns = glibc_fns;
+	fns.rwlock_unlock = unlock_ending_write_phase;
+	why = glibc_check_default_rwlock(&fns, tid);
+	ck_assert_ptr_nonnull(why);
+	ck_assert_ptr_nonnull(strstr(why, "write phase"));
+}
+END_TEST
+
 START_TEST(test_probe_this_glibc)
 {
 	struct glibc_facts facts;
@@ -235,6 +301,8 @@ static Suite *glibc_check_suite(void)
 	tcase_add_test(tc, test_probe_this_glibc);
 	tcase_add_test(tc, test_default_mutex_this_glibc);
 	tcase_add_test(tc, test_default_mutex_other_protocols);
+	tcase_add_test(tc, test_default_rwlock_this_glibc);
+	tcase_add_test(tc, test_default_rwlock_other_protocols);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -50,6 +50,7 @@ static void assert_opts_eq(const struct elide_options *a, const struct elide_opt
 	ck_assert(a->report == b->report);
 	ck_assert(a->force_normal == b->force_normal);
 	ck_assert(a->own_mutex == b->own_mutex);
+	ck_assert(a->own_rwlock == b->own_rwlock);
 	ck_assert(a->verbose == b->verbose);
 }
 
@@ -82,6 +83,7 @@ START_TEST(test_defaults)
 	ck_assert(o.stats);
 	ck_assert(!o.force_normal);
 	ck_assert(o.own_mutex);
+	ck_assert(o.own_rwlock);
 	ck_assert(!o.verbose);
 }
 END_TEST
@@ -272,7 +274,8 @@ END_TEST
 
 START_TEST(test_bools)
 {
-	static const char *const names[] = { "report", "force_normal", "verbose", "stats", "own_mutex" };
+	static const char *const names[] = { "report", "force_normal", "verbose", "stats", "own_mutex",
+					     "own_rwlock" };
 	static const struct {
 		const char *s;
 		bool v;
@@ -290,10 +293,11 @@ START_TEST(test_bools)
 
 			elide_options_defaults(&o);
 			/* Start from the opposite value so the parse must change it. */
-			o.report = o.force_normal = o.verbose = o.stats = o.own_mutex = !vals[i].v;
+			o.report = o.force_normal = o.verbose = o.stats = o.own_mutex = o.own_rwlock = !vals[i].v;
 			snprintf(buf, sizeof(buf), "%s=%s", names[n], vals[i].s);
 			ck_assert_int_eq(parse(&o, buf, &log), 0);
-			got = n == 0 ? o.report : n == 1 ? o.force_normal : n == 2 ? o.verbose : n == 3 ? o.stats : o.own_mutex;
+			got = n == 0 ? o.report : n == 1 ? o.force_normal : n == 2 ? o.verbose : n == 3 ? o.stats
+			      : n == 4 ? o.own_mutex : o.own_rwlock;
 			ck_assert(got == vals[i].v);
 		}
 		reject_value(names[n], "2");
