@@ -1,5 +1,6 @@
 # fuzz/: libFuzzer harnesses for the parsers of hostile input (segment
-# files, ELF files) and of /etc/elide.conf.  See fuzz/README.md.
+# files, ELF files), of /etc/elide.conf and of elided's learned-policy
+# store.  See fuzz/README.md.
 #
 #   ./configure CC=clang --enable-fuzzing && make fuzz [FUZZ_SECONDS=60]
 #
@@ -7,7 +8,7 @@
 # FUZZ_SECONDS over a scratch copy of its corpus (the tree is not modified),
 # then says whether the known crashes still reproduce (never fails on them).
 FUZZ_SECONDS = 60
-FUZZ_HARNESSES = fuzz-segment fuzz-elfsym fuzz-config
+FUZZ_HARNESSES = fuzz-segment fuzz-elfsym fuzz-config fuzz-learned
 FUZZ_ARGS =
 
 EXTRA_DIST += fuzz/README.md fuzz/run-fuzz.sh fuzz/seed-lib.c fuzz/fuzz-config.dict fuzz/lsan.supp \
@@ -15,7 +16,7 @@ EXTRA_DIST += fuzz/README.md fuzz/run-fuzz.sh fuzz/seed-lib.c fuzz/fuzz-config.d
 
 .PHONY: fuzz fuzz-build
 if ENABLE_FUZZING
-noinst_PROGRAMS += fuzz/fuzz-segment fuzz/fuzz-elfsym fuzz/fuzz-config fuzz/make-seeds
+noinst_PROGRAMS += fuzz/fuzz-segment fuzz/fuzz-elfsym fuzz/fuzz-config fuzz/fuzz-learned fuzz/make-seeds
 
 FUZZ_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/fuzz
 fuzz_fuzz_segment_SOURCES = fuzz/fuzz-segment.c fuzz/fuzz-util.c fuzz/fuzz-util.h \
@@ -35,6 +36,11 @@ fuzz_fuzz_config_CFLAGS = $(AM_CFLAGS) $(FUZZ_CFLAGS) $(LIBCONFIG_CFLAGS)
 fuzz_fuzz_config_LDFLAGS = $(FUZZ_CFLAGS)
 fuzz_fuzz_config_LDADD = $(LIBCONFIG_LIBS)
 
+fuzz_fuzz_learned_SOURCES = fuzz/fuzz-learned.c fuzz/fuzz-util.c fuzz/fuzz-util.h elided/learned.c elided/learned.h
+fuzz_fuzz_learned_CPPFLAGS = $(FUZZ_CPPFLAGS) -I$(srcdir)/elided
+fuzz_fuzz_learned_CFLAGS = $(AM_CFLAGS) $(FUZZ_CFLAGS)
+fuzz_fuzz_learned_LDFLAGS = $(FUZZ_CFLAGS)
+
 # Generated seeds and regression inputs (fuzz/make-seeds.c), plus a real
 # shared object compiled from fuzz/seed-lib.c.
 fuzz_make_seeds_SOURCES = fuzz/make-seeds.c
@@ -46,7 +52,8 @@ fuzz/seeds.stamp: fuzz/make-seeds$(EXEEXT) $(srcdir)/fuzz/seed-lib.c
 		-o fuzz/seeds/corpus/fuzz-elfsym/seed-lib.so $(srcdir)/fuzz/seed-lib.c && \
 	touch $@
 
-fuzz-build: fuzz/fuzz-segment$(EXEEXT) fuzz/fuzz-elfsym$(EXEEXT) fuzz/fuzz-config$(EXEEXT) fuzz/seeds.stamp
+fuzz-build: fuzz/fuzz-segment$(EXEEXT) fuzz/fuzz-elfsym$(EXEEXT) fuzz/fuzz-config$(EXEEXT) fuzz/fuzz-learned$(EXEEXT) \
+	fuzz/seeds.stamp
 
 fuzz: fuzz-build
 	$(AM_V_at)$(SHELL) $(srcdir)/fuzz/run-fuzz.sh '$(abs_top_builddir)' '$(abs_top_srcdir)' \

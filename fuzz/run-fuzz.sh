@@ -43,6 +43,7 @@ harness_args() {
 	fuzz-segment) echo "-max_len=40960" ;;
 	fuzz-elfsym) echo "-max_len=65536" ;;
 	fuzz-config) echo "-max_len=8192 -dict=$srcdir/fuzz/fuzz-config.dict" ;;
+	fuzz-learned) echo "-max_len=20000" ;;
 	esac
 }
 

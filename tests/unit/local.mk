@@ -3,8 +3,8 @@ if HAVE_CHECK
 UNIT_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -I$(top_srcdir)/libelide
 UNIT_LDADD = $(CHECK_LIBS)
 
-check_PROGRAMS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus tests/unit/test-symcache
-TESTS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus tests/unit/test-symcache
+check_PROGRAMS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus tests/unit/test-symcache tests/unit/test-learned
+TESTS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus tests/unit/test-symcache tests/unit/test-learned
 
 tests_unit_test_log_SOURCES = tests/unit/test-log.c common/log.c
 tests_unit_test_log_CFLAGS = $(UNIT_CFLAGS)
@@ -25,6 +25,10 @@ tests_unit_test_registry_LDADD = $(UNIT_LDADD)
 tests_unit_test_symcache_SOURCES = tests/unit/test-symcache.c elided/symcache.c
 tests_unit_test_symcache_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/elided
 tests_unit_test_symcache_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_learned_SOURCES = tests/unit/test-learned.c elided/learned.c elided/learned.h
+tests_unit_test_learned_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/elided
+tests_unit_test_learned_LDADD = $(UNIT_LDADD)
 
 tests_unit_test_elfsym_SOURCES = tests/unit/test-elfsym.c common/elfsym.c
 tests_unit_test_elfsym_CFLAGS = $(UNIT_CFLAGS)
