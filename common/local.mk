@@ -6,7 +6,7 @@ noinst_LTLIBRARIES += common/libelide-common.la common/libelide-tools.la
 common_libelide_common_la_SOURCES = \
 	common/macros.h \
 	common/log.c common/log.h \
-	common/hw.c common/hw.h common/sbuf.h \
+	common/hw.c common/hw.h common/sbuf.h common/errbuf.h \
 	common/elfsym.c common/elfsym.h \
 	common/segment-format.h \
 	common/segment-names.c common/segment-names.h

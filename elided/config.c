@@ -21,6 +21,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "errbuf.h"
 #include "macros.h"
 #include "policy-config.h"
 
@@ -61,18 +62,6 @@ static void libconfig_destroyp(config_t **c)
 {
 	if (*c)
 		config_destroy(*c);
-}
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) _printf_(3, 4);
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
 }
 
 /*
@@ -699,7 +688,7 @@ static int parse_root(const struct parser *p, const config_setting_t *root, stru
 static int add_file(struct elide_config *cfg, const char *path, char *err, size_t errlen)
 {
 	if (cfg->nfiles >= CONFIG_MAX_FILES) {
-		set_err(err, errlen, "%s: more than %d configuration files", path, CONFIG_MAX_FILES);
+		errbuf_set(err, errlen, "%s: more than %d configuration files", path, CONFIG_MAX_FILES);
 		return -E2BIG;
 	}
 	cfg->files[cfg->nfiles] = strdup(path);
@@ -735,7 +724,7 @@ static int check_includes(FILE *f, const char *path, const char *dir, unsigned d
 
 		lineno++;
 		if ((size_t)len != strlen(line)) {
-			set_err(err, errlen, "%s:%u: a NUL byte: not a configuration file", path, lineno);
+			errbuf_set(err, errlen, "%s:%u: a NUL byte: not a configuration file", path, lineno);
 			return -EINVAL;
 		}
 		name = line + strspn(line, " \t");
@@ -748,17 +737,17 @@ static int check_includes(FILE *f, const char *path, const char *dir, unsigned d
 		*end = '\0';
 		if (snprintf(full, sizeof(full), "%s%s%s", name[0] == '/' || !dir ? "" : dir,
 			     name[0] == '/' || !dir ? "" : "/", name) >= (int)sizeof(full)) {
-			set_err(err, errlen, "%s:%u: @include \"%s\": path too long", path, lineno, name);
+			errbuf_set(err, errlen, "%s:%u: @include \"%s\": path too long", path, lineno, name);
 			return -ENAMETOOLONG;
 		}
 		if (stat(full, &st) < 0)
 			continue;
 		if (!S_ISREG(st.st_mode)) {
-			set_err(err, errlen, "%s:%u: @include \"%s\": %s is not a regular file", path, lineno, name, full);
+			errbuf_set(err, errlen, "%s:%u: @include \"%s\": %s is not a regular file", path, lineno, name, full);
 			return -EINVAL;
 		}
 		if (depth >= CONFIG_MAX_INCLUDE_DEPTH) {
-			set_err(err, errlen, "%s:%u: @include \"%s\": more than %d levels of includes", path, lineno, name,
+			errbuf_set(err, errlen, "%s:%u: @include \"%s\": more than %d levels of includes", path, lineno, name,
 				CONFIG_MAX_INCLUDE_DEPTH);
 			return -ELOOP;
 		}
@@ -789,16 +778,16 @@ static int load_file(struct elide_config *cfg, const char *path, char *err, size
 		if (errno == ENOENT)
 			return 0;
 		r = -errno;
-		set_err(err, errlen, "%s: %s", path, strerror(-r));
+		errbuf_set(err, errlen, "%s: %s", path, strerror(-r));
 		return r;
 	}
 	if (fstat(fileno(f), &st) < 0) {
 		r = -errno;
-		set_err(err, errlen, "%s: %s", path, strerror(-r));
+		errbuf_set(err, errlen, "%s: %s", path, strerror(-r));
 		return r;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		set_err(err, errlen, "%s: %s", path, strerror(EISDIR));
+		errbuf_set(err, errlen, "%s: %s", path, strerror(EISDIR));
 		return -EISDIR;
 	}
 
@@ -825,13 +814,13 @@ static int load_file(struct elide_config *cfg, const char *path, char *err, size
 	rewind(f);
 	if (!config_read(lc, f)) {
 		format_where(&p, config_error_file(lc), (unsigned)config_error_line(lc), at, sizeof(at));
-		set_err(err, errlen, "%s: %s", at, config_error_text(lc) ?: "parse error");
+		errbuf_set(err, errlen, "%s: %s", at, config_error_text(lc) ?: "parse error");
 		return -EINVAL;   /* a syntax error, or an @include that cannot be read */
 	}
 
 	r = parse_root(&p, config_root_setting(lc), cfg);
 	if (r == -ENOMEM)
-		set_err(err, errlen, "%s: %s", path, strerror(ENOMEM));
+		errbuf_set(err, errlen, "%s: %s", path, strerror(ENOMEM));
 	return r < 0 ? r : 1;
 }
 
@@ -876,7 +865,7 @@ static int collect_dropins(const char *dir, struct dropin **list, size_t *n, cha
 		if (errno == ENOENT)
 			return 0;
 		r = -errno;
-		set_err(err, errlen, "%s: %s", dir, strerror(-r));
+		errbuf_set(err, errlen, "%s: %s", dir, strerror(-r));
 		return r;
 	}
 	for (;;) {
@@ -889,7 +878,7 @@ static int collect_dropins(const char *dir, struct dropin **list, size_t *n, cha
 		if (!de) {
 			if (errno) {
 				r = -errno;
-				set_err(err, errlen, "%s: %s", dir, strerror(-r));
+				errbuf_set(err, errlen, "%s: %s", dir, strerror(-r));
 				return r;
 			}
 			return 0;
@@ -942,7 +931,7 @@ static int load_dropins(struct elide_config *cfg, const char *const *dirs, char 
 		if (list[i].path)
 			r = load_file(cfg, list[i].path, err, errlen);
 	if (r == -ENOMEM)
-		set_err(err, errlen, "%s: %s", dirs && dirs[0] ? dirs[0] : "drop-ins", strerror(ENOMEM));
+		errbuf_set(err, errlen, "%s: %s", dirs && dirs[0] ? dirs[0] : "drop-ins", strerror(ENOMEM));
 	free_dropins(list, n);
 	return r < 0 ? r : 0;
 }
@@ -997,11 +986,11 @@ int config_load_dirs(const char *main_path, const char *const *dropin_dirs, stru
 
 	if (!ret)
 		return -EINVAL;
-	set_err(err, errlen, "%s", "");
+	errbuf_set(err, errlen, "%s", "");
 
 	cfg = config_new();
 	if (!cfg) {
-		set_err(err, errlen, "%s", strerror(ENOMEM));
+		errbuf_set(err, errlen, "%s", strerror(ENOMEM));
 		return -ENOMEM;
 	}
 	if (main_path)

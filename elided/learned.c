@@ -57,6 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errbuf.h"
 #include "learned.h"
 #include "macros.h"
 #include "segment-format.h"
@@ -97,18 +98,6 @@ struct learned_store {
 	struct item **items;                   /* sorted by key; total_cap + 1 slots */
 	uint64_t seq;
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) _printf_(3, 4);
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 int learned_store_new(size_t per_uid_cap, size_t total_cap, struct learned_store **ret)
 {
@@ -482,14 +471,14 @@ static int next_line(struct reader *r, char **line, size_t *len)
 			if (errno == EINTR)
 				continue;
 			k = -errno;
-			set_err(r->err, r->errlen, "%s: read: %s", r->name, strerror((int)-k));
+			errbuf_set(r->err, r->errlen, "%s: read: %s", r->name, strerror((int)-k));
 			return (int)k;
 		}
 		r->eof = k == 0;
 		r->end += (size_t)k;
 		r->total += (uint64_t)k;
 		if (r->total > LEARNED_FILE_MAX) {
-			set_err(r->err, r->errlen, "%s: larger than %u bytes: not a file elided writes", r->name,
+			errbuf_set(r->err, r->errlen, "%s: larger than %u bytes: not a file elided writes", r->name,
 				LEARNED_FILE_MAX);
 			return -EBADMSG;
 		}
@@ -653,7 +642,7 @@ static int parse_entry(struct learned_store *s, struct reader *r, char *line, si
 		return bad_line(r, r->line, "more than %zu entries for uid %" PRIu64, s->per_uid_cap, num[FIELD_UID]);
 	it = item_new((uid_t)num[FIELD_UID], program, strlen(program), lock, strlen(lock));
 	if (!it) {
-		set_err(r->err, r->errlen, "%s: %s", r->name, strerror(ENOMEM));
+		errbuf_set(r->err, r->errlen, "%s: %s", r->name, strerror(ENOMEM));
 		return -ENOMEM;
 	}
 	it->v.verdict = (enum learned_verdict)verdict;
@@ -742,7 +731,7 @@ int learned_store_load(struct learned_store *s, int dirfd, const char *name, cha
 	if (err && errlen)
 		err[0] = '\0';
 	if (!name_ok(name)) {
-		set_err(err, errlen, "%s: not a file name", name ? name : "(null)");
+		errbuf_set(err, errlen, "%s: not a file name", name ? name : "(null)");
 		return -EINVAL;
 	}
 	r.fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
@@ -750,21 +739,21 @@ int learned_store_load(struct learned_store *s, int dirfd, const char *name, cha
 		if (errno == ENOENT)
 			return 0;
 		k = -errno;
-		set_err(err, errlen, "%s: open: %s", name, strerror(-k));
+		errbuf_set(err, errlen, "%s: open: %s", name, strerror(-k));
 		return k;
 	}
 	if (fstat(r.fd, &st) < 0) {
 		k = -errno;
-		set_err(err, errlen, "%s: fstat: %s", name, strerror(-k));
+		errbuf_set(err, errlen, "%s: fstat: %s", name, strerror(-k));
 	} else if (!S_ISREG(st.st_mode)) {
-		set_err(err, errlen, "%s: not a regular file", name);
+		errbuf_set(err, errlen, "%s: not a regular file", name);
 		k = -EBADMSG;
 	} else if (st.st_size > (off_t)LEARNED_FILE_MAX) {
-		set_err(err, errlen, "%s: %jd bytes, larger than %u: not a file elided writes", name,
+		errbuf_set(err, errlen, "%s: %jd bytes, larger than %u: not a file elided writes", name,
 			(intmax_t)st.st_size, LEARNED_FILE_MAX);
 		k = -EBADMSG;
 	} else if (!(r.buf = malloc(IO_CHUNK))) {
-		set_err(err, errlen, "%s: %s", name, strerror(ENOMEM));
+		errbuf_set(err, errlen, "%s: %s", name, strerror(ENOMEM));
 		k = -ENOMEM;
 	} else {
 		k = parse_file(s, &r);
@@ -937,20 +926,20 @@ int learned_store_save(const struct learned_store *s, int dirfd, const char *nam
 	if (err && errlen)
 		err[0] = '\0';
 	if (!name_ok(name)) {
-		set_err(err, errlen, "%s: not a file name", name ? name : "(null)");
+		errbuf_set(err, errlen, "%s: not a file name", name ? name : "(null)");
 		return -EINVAL;
 	}
 	dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0) {
 		r = -errno;
-		set_err(err, errlen, "%s: opening its directory: %s", name, strerror(-r));
+		errbuf_set(err, errlen, "%s: opening its directory: %s", name, strerror(-r));
 		return r;
 	}
 	remove_leftovers(dfd, name);
 	w.fd = create_temp(dfd, name, tmp);
 	if (w.fd < 0) {
 		r = w.fd;
-		set_err(err, errlen, "%s: creating a temporary file in its directory: %s; %s left as it was", name,
+		errbuf_set(err, errlen, "%s: creating a temporary file in its directory: %s; %s left as it was", name,
 			strerror(-r), name);
 		close(dfd);
 		return r;
@@ -981,13 +970,13 @@ int learned_store_save(const struct learned_store *s, int dirfd, const char *nam
 	}
 	if (r < 0) {
 		(void)unlinkat(dfd, tmp, 0);
-		set_err(err, errlen, "%s: %s %s: %s; %s left as it was", name, step, tmp, strerror(-r), name);
+		errbuf_set(err, errlen, "%s: %s %s: %s; %s left as it was", name, step, tmp, strerror(-r), name);
 		close(dfd);
 		return r;
 	}
 	if (fsync(dfd) < 0) {
 		r = -errno;
-		set_err(err, errlen, "%s: written, but fsync of its directory failed: %s; the new file may not survive a crash",
+		errbuf_set(err, errlen, "%s: written, but fsync of its directory failed: %s; the new file may not survive a crash",
 			name, strerror(-r));
 	}
 	close(dfd);
