@@ -1159,6 +1159,24 @@ int elfsym_maps_locate(const struct elfsym_maps *maps, uint64_t addr, struct elf
 	return 0;
 }
 
+int elfsym_maps_address_of(const struct elfsym_maps *maps, const char *module, uint64_t file_offset, uint64_t *addr)
+{
+	if (!maps || !module || !addr)
+		return -EINVAL;
+	for (size_t i = 0; i < maps->n_maps; i++) {
+		const struct mapping *mp = &maps->maps[i];
+		const struct elfsym_module *m = maps->modules[mp->module];
+
+		if (m->deleted || strncmp(m->base, module, sizeof(((struct elfsym_location *)0)->module) - 1) != 0)
+			continue;
+		if (file_offset < mp->offset || file_offset - mp->offset >= mp->end - mp->start)
+			continue;
+		*addr = mp->start + (file_offset - mp->offset);
+		return 0;
+	}
+	return -ENOENT;
+}
+
 size_t elfsym_maps_parsed_count(const struct elfsym_maps *maps)
 {
 	size_t n = 0;

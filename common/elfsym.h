@@ -75,6 +75,11 @@ struct elfsym_location {
 /* 0, or -ENOENT when addr is in no file-backed mapping. */
 int elfsym_maps_locate(const struct elfsym_maps *maps, uint64_t addr, struct elfsym_location *loc);
 
+/* The reverse of elfsym_maps_locate: the address at which file_offset of
+ * the module whose basename is `module` (not deleted) is mapped now; the
+ * first such mapping in address order.  0, or -ENOENT. */
+int elfsym_maps_address_of(const struct elfsym_maps *maps, const char *module, uint64_t file_offset, uint64_t *addr);
+
 /* Modules of maps whose file was opened and parsed so far (hard links of
  * one file count once). */
 size_t elfsym_maps_parsed_count(const struct elfsym_maps *maps);

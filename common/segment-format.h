@@ -22,7 +22,9 @@
  *
  * Writers: every field of the header and of the lock entries is written by
  * libelide only; struct elide_seg_control and the `ctl_*` fields of lock
- * entries by elided only.  Readers must treat every byte as hostile input:
+ * entries by elided only, except that libelide sets the `ctl_*` fields of
+ * an entry it is about to publish (none, or a learned "never" from the
+ * control block's hints).  Readers must treat every byte as hostile input:
  * copy, then validate (segment-reader.c does).
  *
  * Counters are monotonic 64-bit values.  Commit, attempt and acquisition
@@ -167,10 +169,49 @@ struct elide_seg_header {
 #define ELIDE_SEG_MAX_LOCK_RULES 0 /* per-lock decisions live in the lock entries */
 
 /*
+ * Hints: verdicts elided learned from earlier runs of the program (issue
+ * 16), for locks that have no entry yet.  A lock gets its entry (and starts
+ * trying transactions) at its first contention, before elided could write
+ * the entry's ctl_policy; so libelide looks its new record up here when it
+ * creates it, and only then.  The first hint that matches wins.
+ */
+#define ELIDE_SEG_MAX_HINTS 120u
+
+/* hint.match: what hint.addr is compared with */
+enum elide_seg_hint_match {
+	ELIDE_SEG_HINT_NONE = 0,      /* unused slot */
+	ELIDE_SEG_HINT_LOCK_ADDR = 1, /* the lock's own address (a lock in a module's data or bss) */
+	ELIDE_SEG_HINT_CALLSITE = 2,  /* the record's call site, entry.callsite: every lock first contended there */
+};
+
+/* hint.verdict */
+enum elide_seg_hint_verdict {
+	/* Never elide: the record starts as if elided had written ctl_policy
+	 * NEVER + 1 with ctl_source LEARNED (libelide writes both). */
+	ELIDE_SEG_HINT_NEVER = 1,
+	/* Elides well: no contention watch, the lock elides from its first
+	 * contention on and adapts as always (adaptive mode only). */
+	ELIDE_SEG_HINT_ELIDES = 2,
+};
+
+struct elide_seg_hint {
+	uint64_t addr;                /* an address in the process, compared only, never followed */
+	uint32_t match;               /* enum elide_seg_hint_match */
+	uint32_t verdict;             /* enum elide_seg_hint_verdict */
+};
+
+/*
  * Written by elided only.  Seqlock: elided makes `generation` odd, writes
  * the fields, then makes it even (larger than before).  libelide applies a
  * control block only when it reads the same even generation before and
  * after copying it, and only values in range.
+ *
+ * The hint table (nhints, hints[]) is written under the same seqlock, but
+ * libelide reads it without one, only when it creates a lock record, one
+ * field at a time: a torn read can at worst give one new lock another valid
+ * verdict.  It ignores a hint out of range (nhints above
+ * ELIDE_SEG_MAX_HINTS counts as ELIDE_SEG_MAX_HINTS, an unknown match or
+ * verdict as no hint).  Older daemons wrote zeros here: nhints 0, no hints.
  */
 struct elide_seg_control {
 	uint64_t generation;
@@ -181,7 +222,9 @@ struct elide_seg_control {
 	uint32_t skip_max;            /* 0 = keep */
 	uint32_t abort_ratio_ppm;     /* 0 = keep; else ratio * 1e6, 1..1000000 */
 	uint32_t mode_source;         /* enum elide_seg_source of `mode`; libelide ignores it */
-	uint8_t reserved[ELIDE_SEG_CONTROL_SIZE - 8 - 4 * 7];
+	uint32_t nhints;              /* hints[0, nhints) are in use */
+	struct elide_seg_hint hints[ELIDE_SEG_MAX_HINTS];
+	uint8_t reserved[ELIDE_SEG_CONTROL_SIZE - 8 - 4 * 8 - ELIDE_SEG_MAX_HINTS * 16];
 };
 
 /*
@@ -194,6 +237,7 @@ enum elide_seg_source {
 	ELIDE_SEG_SOURCE_CONFIG = 1,    /* the configuration's rules */
 	ELIDE_SEG_SOURCE_OVERRIDE = 2,  /* elidectl set, until reset or exit */
 	ELIDE_SEG_SOURCE_ADAPTATION = 3, /* elided's long-window cut-off */
+	ELIDE_SEG_SOURCE_LEARNED = 4,   /* elided's learned-policy store: verdicts of earlier runs of the program */
 };
 
 /* lock.ctl_policy, written by elided: 0 = no decision, else elide_policy + 1 */
@@ -225,6 +269,11 @@ _Static_assert(sizeof(struct elide_seg_header) == ELIDE_SEG_HEADER_SIZE, "segmen
 _Static_assert(__builtin_offsetof(struct elide_seg_header, dirty) == ELIDE_SEG_DIRTY_OFFSET, "dirty bitmap offset");
 _Static_assert(ELIDE_SEG_DIRTY_OFFSET % 64 == 0 && ELIDE_SEG_DIRTY_ENTRIES % 512 == 0, "dirty bitmap on whole lines");
 _Static_assert(sizeof(struct elide_seg_control) == ELIDE_SEG_CONTROL_SIZE, "segment control size");
+_Static_assert(sizeof(struct elide_seg_hint) == 16, "segment hint size");
+_Static_assert(__builtin_offsetof(struct elide_seg_control, nhints) == 36, "control block layout");
+_Static_assert(__builtin_offsetof(struct elide_seg_control, hints) == 40, "control block layout");
+_Static_assert(__builtin_offsetof(struct elide_seg_control, reserved) == 40 + ELIDE_SEG_MAX_HINTS * 16,
+	       "control block layout");
 _Static_assert(sizeof(struct elide_seg_lock) == 256, "segment lock entry size");
 _Static_assert(__builtin_offsetof(struct elide_seg_lock, ctl_source) ==
 	       __builtin_offsetof(struct elide_seg_lock, ctl_policy) + 4, "ctl_policy and ctl_source are written together");

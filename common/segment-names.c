@@ -19,6 +19,7 @@ const char *seg_source_to_string(uint32_t source)
 		[ELIDE_SEG_SOURCE_CONFIG] = "config",
 		[ELIDE_SEG_SOURCE_OVERRIDE] = "override",
 		[ELIDE_SEG_SOURCE_ADAPTATION] = "adaptation",
+		[ELIDE_SEG_SOURCE_LEARNED] = "learned",
 	};
 
 	return source < ARRAY_SIZE(names) ? names[source] : "?";

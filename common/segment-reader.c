@@ -1042,9 +1042,9 @@ int seg_write_lock_policy(int dirfd, const char *name, uint32_t index, uint32_t 
 	if (ctl_policy > ELIDE_POLICY_NEVER + 1)
 		return seg_error(err, errlen, -EINVAL, name ? name : "(null)",
 				 "ctl_policy %u out of range 0..%u", ctl_policy, ELIDE_POLICY_NEVER + 1);
-	if (ctl_source > ELIDE_SEG_SOURCE_ADAPTATION)
+	if (ctl_source > ELIDE_SEG_SOURCE_LEARNED)
 		return seg_error(err, errlen, -EINVAL, name ? name : "(null)", "ctl_source %u out of range 0..%u",
-				 ctl_source, ELIDE_SEG_SOURCE_ADAPTATION);
+				 ctl_source, ELIDE_SEG_SOURCE_LEARNED);
 	_cleanup_close_ int fd = seg_open_write(dirfd, name, &h, err, errlen);
 	if (fd < 0)
 		return fd;

@@ -33,6 +33,10 @@
 struct seg_lock_snapshot {
 	uint32_t index;               /* entry index in the segment */
 	struct elide_seg_lock lock;   /* validated copy; name NUL-terminated */
+	/* Since when (seconds since the Epoch) elided's learned "never elide"
+	 * keeps the lock off; 0 when unknown or none.  Set only by elidectl's
+	 * bus source (GetLearned); the reader leaves it 0. */
+	int64_t learned_since;
 };
 
 struct seg_snapshot {

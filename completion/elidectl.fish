@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # fish completion for elidectl(1): commands, options, --json=MODE, the
 # columns -o takes, the pids of processes running with libelide and their
-# lock names (asked from elidectl itself), services for enable --unit.
+# lock names (asked from elidectl itself), the programs elided learned
+# about for forget, services for enable --unit.
 
-set -l __elidectl_commands status list show top set reset reload check-config hw run enable disable
+set -l __elidectl_commands status list show top set reset reload learned forget check-config hw run enable disable
 
 # The -H / --runtime-dir options on the command line, to pass on.
 function __elidectl_source_opts
@@ -43,6 +44,12 @@ function __elidectl_locks
     elidectl (__elidectl_source_opts) show $pid --json=short 2>/dev/null | string match -ar '"name":"[^"(]*"' | string replace -r '"name":"([^"]*)"' '$1' | sort -u
 end
 
+# The executables elided keeps learned decisions of (the caller's own).
+function __elidectl_learned_exes
+    command -q elidectl; or return
+    elidectl (__elidectl_source_opts) learned --json=short 2>/dev/null | string match -ar '"exe":"[^"]*"' | string replace -r '"exe":"([^"]*)"' '$1' | sort -u
+end
+
 function __elidectl_services
     command -q systemctl; or return
     systemctl list-unit-files --type=service --no-legend 2>/dev/null | string replace -r ' .*' ''
@@ -55,6 +62,8 @@ function __elidectl_columns
         set cols PID USER EXE COMM UNIT STATE MODE LOCKS ACQUIRED/s COMMITS/s ABORT% CYCLES-LOST CYCLES-LOST/s UID
     else if __fish_seen_subcommand_from show
         set cols INDEX LOCK KIND CALL-SITE ACQUIRED ELIDED% COMMIT% ABORTS CONFLICT CAPACITY BUSY EXPLICIT RETRY DEBUG NESTED OTHER FALLBACK CONTENDED CYCLES-LOST STATE
+    else if __fish_seen_subcommand_from learned
+        set cols USER UID PROGRAM LOCK VERDICT RUNS ACQUIRED ATTEMPTS COMMITS COMMIT% ABORTS AGE UPDATED
     end
     set -l cur (commandline -ct | string replace -r '^(-o|--output=)' '')
     set -l done (string match -r '^.*,' -- $cur)
@@ -71,6 +80,8 @@ complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a set -d "Override the mode of a process or one lock"
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a reset -d "Drop the overrides of a process or one lock"
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a reload -d "Make elided re-read its configuration"
+complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a learned -d "What elided learned about programs' locks in earlier runs"
+complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a forget -d "Make elided forget what it learned"
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a check-config -d "Validate a configuration"
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a hw -d "TSX/RTM report and advice for this machine"
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a run -d "Run a command with libelide preloaded"
@@ -97,6 +108,7 @@ complete -c elidectl -s v -l verbose -d "Say what was skipped"
 # Arguments of the commands.
 complete -c elidectl -n "__fish_seen_subcommand_from show set reset; and not __fish_seen_subcommand_from (__elidectl_pids)" -x -a "(__elidectl_pids)" -d "Process with libelide"
 complete -c elidectl -n "__fish_seen_subcommand_from set; and __fish_seen_subcommand_from (__elidectl_pids)" -x -a "off on adaptive"
+complete -c elidectl -n "__fish_seen_subcommand_from forget" -x -a "(__elidectl_learned_exes)" -d "Program elided learned about"
 complete -c elidectl -n "__fish_seen_subcommand_from check-config" -F
 complete -c elidectl -n "__fish_seen_subcommand_from run" -l mode -x -a "off on adaptive" -d "libelide's mode"
 complete -c elidectl -n "__fish_seen_subcommand_from run" -x -a "(__fish_complete_subcommand --fcs-skip=2)"

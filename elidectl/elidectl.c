@@ -38,6 +38,8 @@ static const struct verb verbs[] = {
 	{ "set", SOURCE_DAEMON, verb_set, false, false },
 	{ "reset", SOURCE_DAEMON, verb_reset, false, false },
 	{ "reload", SOURCE_DAEMON, verb_reload, false, false },
+	{ "learned", SOURCE_DAEMON, verb_learned, true, true },
+	{ "forget", SOURCE_DAEMON, verb_forget, false, false },
 	{ "check-config", SOURCE_NONE, verb_check_config, false, false },
 	{ "hw", SOURCE_NONE, verb_hw, false, false },
 	{ "run", SOURCE_NONE, verb_run, false, false },
@@ -76,6 +78,11 @@ static void help(void)
 	       "  reset PID [--lock NAME]\n"
 	       "                       Drop the overrides of a process, or of one lock\n"
 	       "  reload               Make elided re-read its configuration\n"
+	       "  learned              What elided learned about programs' locks in earlier\n"
+	       "                       runs, and keeps across restarts\n"
+	       "  forget [EXE]         Make elided forget what it learned (only of the program\n"
+	       "                       at the absolute path EXE): what your processes taught\n"
+	       "                       it; root's forget: everyone's\n"
 	       "  check-config [FILE]  Validate a configuration (default %s and its .d)\n"
 	       "  hw                   TSX/RTM report: CPUID, TSX_CTRL, the kernel, a probe,\n"
 	       "                       and advice for this machine\n"
@@ -97,9 +104,9 @@ static void help(void)
 	       "     --json[=MODE]     JSON output, MODE pretty or short (default: pretty on a\n"
 	       "                       terminal); numbers are exact integers\n"
 	       "     --no-legend       No column headers, footer or process header\n"
-	       "  -o --output=COLUMNS  list, show, status, top: the table's columns, comma-\n"
-	       "                       separated (any case); +COLUMNS adds to the defaults.\n"
-	       "                       A wrong name lists the command's columns\n"
+	       "  -o --output=COLUMNS  list, show, status, top, learned: the table's columns,\n"
+	       "                       comma-separated (any case); +COLUMNS adds to the\n"
+	       "                       defaults.  A wrong name lists the command's columns\n"
 	       "  -l --full            Do not ellipsise cells to fit the terminal's width\n"
 	       "     --no-pager        Do not pipe list, show and status into a pager\n"
 	       "                       ($SYSTEMD_PAGER, $PAGER, less) on a terminal\n"
@@ -396,7 +403,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (o.output && !verb->columns) {
-		log_error("--output applies to list, show, status and top only");
+		log_error("--output applies to list, show, status, top and learned only");
 		return EXIT_USAGE;
 	}
 	if (o.output && !o.json && (verb->run == verb_status || verb->run == verb_top) &&

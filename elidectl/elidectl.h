@@ -60,6 +60,8 @@ int verb_status(struct source *s, const struct ctl_options *o, int argc, char **
 int verb_set(struct source *s, const struct ctl_options *o, int argc, char **argv);
 int verb_reset(struct source *s, const struct ctl_options *o, int argc, char **argv);
 int verb_reload(struct source *s, const struct ctl_options *o, int argc, char **argv);
+int verb_forget(struct source *s, const struct ctl_options *o, int argc, char **argv);
+int verb_learned(struct source *s, const struct ctl_options *o, int argc, char **argv);
 int verb_check_config(struct source *s, const struct ctl_options *o, int argc, char **argv);
 int verb_hw(struct source *s, const struct ctl_options *o, int argc, char **argv);
 int verb_run(struct source *s, const struct ctl_options *o, int argc, char **argv);
@@ -142,6 +144,10 @@ void json_discovery(struct json *j, const char *prose);
 
 /* --output for status and top: -EINVAL (logged) for an unknown column. */
 int rates_check_output(const char *output);
+
+/* How long ago `since` was (seconds since the Epoch) at `now`: "45s",
+ * "12m", "5h", "3d"; "-" when since is 0 (unknown). */
+void format_age(int64_t since, int64_t now, char *buf, size_t size);
 
 /* CLOCK_REALTIME in ns. */
 uint64_t now_realtime_ns(void);

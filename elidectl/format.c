@@ -47,6 +47,8 @@ const char *lock_why(const struct elide_seg_lock *l)
 		return "override";
 	case ELIDE_SEG_SOURCE_CONFIG:
 		return "config";
+	case ELIDE_SEG_SOURCE_LEARNED:
+		return "learned";
 	default:
 		return "daemon";
 	}

@@ -8,6 +8,7 @@ elidectl_elidectl_SOURCES = \
 	elidectl/show.c \
 	elidectl/status.c \
 	elidectl/control.c \
+	elidectl/learned.c \
 	elidectl/top.c \
 	elidectl/check-config.c \
 	elidectl/hwinfo.c \

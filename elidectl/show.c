@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "elidectl.h"
 #include "json.h"
@@ -222,6 +223,13 @@ static int show_json(struct source *s, struct json *j, const struct seg_snapshot
 		 * (elidectl set) or its long-window adaptation; null otherwise. */
 		json_key(j, "decided_by");
 		json_string(j, decided_by_name(l));
+		/* A learned decision: since when (seconds since the Epoch);
+		 * null otherwise, or when not known (read without elided). */
+		json_key(j, "learned_since");
+		if (l->ctl_source == ELIDE_SEG_SOURCE_LEARNED && rows[i].ls->learned_since > 0)
+			json_int(j, rows[i].ls->learned_since);
+		else
+			json_null(j);
 		json_end_object(j);
 	}
 	json_end_array(j);
@@ -315,8 +323,21 @@ static const struct table_column show_columns[] = {
 	{ "STATE", TABLE_SHRINK, 0.2 },
 };
 
+/* "off (learned, 2d ago)": what elided learned, and since when, when known. */
+static int add_state_cell(struct table *t, const struct seg_lock_snapshot *ls, int64_t now)
+{
+	const char *why = lock_why(&ls->lock);
+	char age[32];
+
+	if (strcmp(why, "learned") != 0 || ls->learned_since <= 0)
+		return table_add_cellf(t, "%s (%s)", state_name(ls->lock.state), why);
+	format_age(ls->learned_since, now, age, sizeof(age));
+	return table_add_cellf(t, "%s (learned, %s ago)", state_name(ls->lock.state), age);
+}
+
 static int show_table(const struct lock_row *rows, size_t n, const struct ctl_options *o)
 {
+	int64_t now = (int64_t)time(NULL);
 	struct table *t = NULL;
 	int r;
 
@@ -354,7 +375,7 @@ static int show_table(const struct lock_row *rows, size_t n, const struct ctl_op
 		if ((r = table_add_number(t, st[ELIDE_SEG_STAT_FALLBACKS])) < 0 ||
 		    (r = table_add_number(t, st[ELIDE_SEG_STAT_CONTENDED])) < 0 ||
 		    (r = table_add_number(t, st[ELIDE_SEG_STAT_CYCLES_LOST])) < 0 ||
-		    (r = table_add_cellf(t, "%s (%s)", state, lock_why(l))) < 0)
+		    (r = add_state_cell(t, rows[i].ls, now)) < 0)
 			goto out;
 		table_set_color(t, state_color(state));
 	}

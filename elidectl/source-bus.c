@@ -7,7 +7,9 @@
  *
  * What the bus does not carry stays empty: lock addresses (made up here and
  * named by symbolize() from elided's names), the sampling rate, libelide's
- * version.  What it adds (unit, the current rates) comes through info().
+ * version.  What it adds (unit, the current rates) comes through info(),
+ * and which locks run under a learned decision (GetLearned) through each
+ * lock's ctl_source and learned_since.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -42,6 +44,7 @@ struct bus_data {
 	sd_bus *bus;
 	bool remote;
 	int rtm_usable;           /* -1: not asked yet */
+	bool no_get_learned;      /* elided predates GetLearned: not asked again */
 	struct bus_proc *procs;   /* from the last ListProcesses */
 	size_t nprocs;
 };
@@ -343,6 +346,54 @@ static int read_locks(struct source *s, struct seg_snapshot *snap, struct bus_pr
 	return sd_bus_message_exit_container(reply);
 }
 
+/*
+ * Marks the locks that run under a learned "never elide" (GetLearned), so
+ * that show says "learned" and since when.  An older elided without the
+ * method marks nothing.
+ */
+static int read_learned(struct source *s, struct seg_snapshot *snap)
+{
+	struct bus_data *d = s->data;
+	_cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	int r;
+
+	if (d->no_get_learned)
+		return 0;
+	r = sd_bus_call_method(d->bus, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, "GetLearned", &e,
+			       &reply, "u", (uint32_t)snap->pid);
+	if (r < 0 && sd_bus_error_has_name(&e, SD_BUS_ERROR_UNKNOWN_METHOD)) {
+		d->no_get_learned = true;
+		return 0;
+	}
+	if (r < 0)
+		return note_error(s, &e, r);
+	r = sd_bus_message_enter_container(reply, 'a', "(usx)");
+	if (r < 0)
+		return r;
+	for (;;) {
+		const char *verdict;
+		uint32_t index;
+		int64_t since;
+
+		r = sd_bus_message_read(reply, "(usx)", &index, &verdict, &since);
+		if (r < 0)
+			return r;
+		if (r == 0)
+			break;
+		/* An override outranks what was learned: it stays the lock's source. */
+		for (uint32_t i = 0; i < snap->nlocks; i++) {
+			struct seg_lock_snapshot *ls = &snap->locks[i];
+
+			if (ls->index != index || ls->lock.ctl_source == ELIDE_SEG_SOURCE_OVERRIDE)
+				continue;
+			ls->lock.ctl_source = ELIDE_SEG_SOURCE_LEARNED;
+			ls->learned_since = since > 0 ? since : 0;
+		}
+	}
+	return sd_bus_message_exit_container(reply);
+}
+
 static void bus_proc_free(struct bus_proc *bp)
 {
 	for (size_t k = 0; k < bp->nnames; k++) {
@@ -400,6 +451,8 @@ static int fetch(struct source *s, pid_t only, struct seg_snapshot ***ret, size_
 			continue;
 		}
 		r = read_locks(s, snap, &bp);
+		if (r >= 0)
+			r = read_learned(s, snap);
 		if (r == -ENOENT || r == -EACCES) {
 			/* Gone since ListProcesses, or not ours after all. */
 			if (r == -ENOENT)

@@ -63,6 +63,27 @@
  *   SetLockMode(u pid, s lock, s mode)
  *   ResetLock(u pid, s lock)
  *       lock: the name shown by GetLocks, "#INDEX" or "0xADDRESS".
+ *   GetLearned(u pid) -> a(usx) locks
+ *       (index, verdict, since): the locks of pid that run under a decision
+ *       of the learned-policy store now, index as in GetLocks; verdict
+ *       "never" (never elide: the only one that turns a lock off); since:
+ *       since when the verdict holds, seconds since the Epoch, 0 when not
+ *       known (the decision was found in the segment after a restart).
+ *       Empty when learning is off.
+ *   ListLearned() -> a(usssuttttxx) entries
+ *       (uid, program, lock, verdict, runs, acquired, attempts, commits,
+ *        aborts, first_learned, last_updated): the learned-policy store,
+ *       the caller's own uid's entries only unless the caller is root.
+ *       program "path:EXE:ino=N:mtime=N"; lock "data:MODULE+0xOFF" or
+ *       "call:MODULE+0xOFF"; verdict "never" or "elides"; runs: process
+ *       runs that taught it; aborts: every cause together; times in
+ *       seconds since the Epoch (first_learned: since when this verdict
+ *       holds).  Empty when learning is off.
+ *   ForgetLearned(s exe) -> u count
+ *       Drops the learned entries of the executable exe (its path exactly,
+ *       "" for every program): the caller's own only, root's call every
+ *       uid's; the store is saved at once.  count: how many went; 0 when
+ *       learning is off.
  *   Reload()                                 root only
  *   Subscribe()                              receive the signals below
  *   Unsubscribe()
@@ -80,8 +101,9 @@
  *       a decision about the process (events.h): event lock-off, lock-on,
  *       process-mode, override, override-reset or owner-changed; lock ""
  *       for the whole process; mode off/on/adaptive/default; source
- *       adaptation, config, override or owner; message_id the journal
- *       entry's MESSAGE_ID; caller_uid who asked, 4294967295 for nobody.
+ *       adaptation, config, learned, override or owner; message_id the
+ *       journal entry's MESSAGE_ID; caller_uid who asked, 4294967295 for
+ *       nobody.
  *   Reloaded(b ok, s result)                 to every subscriber
  *
  * Errors:
@@ -113,6 +135,7 @@
 #include "events.h"
 #include "discovery.h"
 #include "elided.h"
+#include "learned.h"
 #include "log.h"
 #include "macros.h"
 
@@ -748,7 +771,117 @@ static int method_get_history(sd_bus_message *m, void *userdata, sd_bus_error *e
 	return array_reply_send(reply);
 }
 
+static const char *verdict_string(enum learned_verdict v)
+{
+	return v == LEARNED_NEVER ? "never" : v == LEARNED_ELIDES ? "elides" : "unknown";
+}
+
+static int method_get_learned(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	struct elided *d = userdata;
+	struct tracked_process *p;
+	uint32_t pid;
+	int r;
+
+	r = sd_bus_message_read(m, "u", &pid);
+	if (r < 0)
+		return r;
+	r = caller_process(d, m, pid, &p, NULL, error);
+	if (r < 0)
+		return r;
+
+	r = array_reply_begin(m, "(usx)", &reply);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < p->nlocks; i++) {
+		int64_t since = elided_learned_since(p, &p->locks[i]);
+
+		if (since < 0)
+			continue;
+		/* Only "never" turns a lock off; "elides" leaves it to adapt. */
+		r = sd_bus_message_append(reply, "(usx)", p->locks[i].index, verdict_string(LEARNED_NEVER), since);
+		if (r < 0)
+			return r;
+	}
+	return array_reply_send(reply);
+}
+
+struct list_learned_walk {
+	sd_bus_message *reply;
+	uid_t caller;
+};
+
+static int append_learned(uid_t uid, const char *program, const char *lock, const struct learned_entry *e,
+			  void *userdata)
+{
+	struct list_learned_walk *w = userdata;
+	char program_buf[LEARNED_STR_MAX + 1], lock_buf[LEARNED_STR_MAX + 1];
+	uint64_t aborts = 0;
+	int r;
+
+	if (!elided_bus_may_access(w->caller, uid))
+		return 0;
+	for (size_t i = 0; i < LEARNED_ABORT_CAUSES; i++)
+		aborts = aborts > UINT64_MAX - e->aborts[i] ? UINT64_MAX : aborts + e->aborts[i];
+	/* Identities hold any bytes (a path): made valid UTF-8 as segment strings are. */
+	r = sd_bus_message_append(w->reply, "(usssuttttxx)", (uint32_t)uid,
+				  bus_string(program, program_buf, sizeof(program_buf)),
+				  bus_string(lock, lock_buf, sizeof(lock_buf)), verdict_string(e->verdict), e->runs,
+				  e->acquired, e->attempts, e->commits, aborts, e->first_learned, e->last_updated);
+	/* Nonzero stops the walk: only an error may. */
+	return r < 0 ? r : 0;
+}
+
+static int method_list_learned(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	struct elided *d = userdata;
+	struct list_learned_walk w;
+	uid_t uid;
+	int r;
+
+	r = caller_uid(m, &uid, error);
+	if (r < 0)
+		return r;
+	r = array_reply_begin(m, "(usssuttttxx)", &reply);
+	if (r < 0)
+		return r;
+	if (d->learned) {
+		w = (struct list_learned_walk){ .reply = reply, .caller = uid };
+		r = learned_store_foreach(d->learned, append_learned, &w);
+		if (r < 0)
+			return r;
+	}
+	return array_reply_send(reply);
+}
+
 /* ---- changing methods -------------------------------------------------- */
+
+static int method_forget_learned(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	struct elided *d = userdata;
+	const char *exe;
+	size_t count = 0;
+	uid_t uid;
+	int r;
+
+	r = sd_bus_message_read(m, "s", &exe);
+	if (r < 0)
+		return r;
+	r = caller_uid(m, &uid, error);
+	if (r < 0)
+		return r;
+
+	/* A user forgets what their own processes taught, never another's. */
+	r = elided_forget_learned(d, uid == 0 ? LEARNED_ANY_UID : uid, exe, &count);
+	if (r < 0)
+		return sd_bus_error_setf(error, ELIDED_ERROR_FAILED, "Cannot forget learned decisions: %s",
+					 strerror(-r));
+	if (count > UINT32_MAX)
+		count = UINT32_MAX;
+	return sd_bus_reply_method_return(m, "u", (uint32_t)count);
+}
 
 /* Set (mode_name != NULL) or drop an override on a process (lock == NULL) or one of its locks. */
 static int change_override(sd_bus_message *m, struct elided *d, uint32_t pid, const char *lock,
@@ -1010,6 +1143,18 @@ static const sd_bus_vtable manager_vtable[] = {
 				 "u", SD_BUS_PARAM(pid),
 				 "a(tdddd)", SD_BUS_PARAM(history),
 				 method_get_history, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_NAMES("GetLearned",
+				 "u", SD_BUS_PARAM(pid),
+				 "a(usx)", SD_BUS_PARAM(locks),
+				 method_get_learned, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_NAMES("ListLearned",
+				 NULL, "",
+				 "a(usssuttttxx)", SD_BUS_PARAM(entries),
+				 method_list_learned, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_NAMES("ForgetLearned",
+				 "s", SD_BUS_PARAM(exe),
+				 "u", SD_BUS_PARAM(count),
+				 method_forget_learned, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("SetProcessMode",
 				 "us", SD_BUS_PARAM(pid) SD_BUS_PARAM(mode),
 				 NULL, "",

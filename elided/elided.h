@@ -21,6 +21,7 @@ struct discovery;
 struct elfsym_maps;
 struct bus_subscriber;
 struct symbolizer;
+struct learned_store;
 
 #define ELIDED_HISTORY 60        /* intervals of per-process history kept */
 /* Lock entries followed per process: caps what one process costs the daemon. */
@@ -48,6 +49,27 @@ struct symbolizer;
 #define ELIDED_LOG_WINDOW_SEC 10u
 
 #define ELIDED_CALLSITE_TEXT_MAX (ELIDED_LOCK_NAME_MAX * 2)
+
+/* Learning (learning.c, issue 16).  The store is written at most this
+ * often (and at shutdown, and at once after elidectl forget). */
+#define ELIDED_LEARNED_SAVE_USEC 10000000u
+/* A run teaches a verdict about a lock only over this many attempts (a
+ * backed-off lock probes about once per 1024 acquisitions, so a second of
+ * a contended lock gives 100 or more):
+ * "never elide" at <= 1% commits, "elides well" at >= 90%. */
+#define ELIDED_LEARN_MIN_ATTEMPTS 64u
+/* A lock given "never elide" from the store is probed again after this
+ * many intervals, then with the daemon's own back-off (doubling to 64). */
+#define ELIDED_LEARNED_PROBE_INTERVALS 60u
+#define ELIDED_LEARNED_ID_MAX 96         /* "data:MODULE+0xOFFSET" */
+#define ELIDED_STATE_DIR_DEFAULT LOCALSTATEDIR "/lib/elide"
+
+/* lock_view.learned */
+enum {
+	VIEW_LEARNED_UNCHECKED = 0,  /* a new view: not yet compared with the hints */
+	VIEW_LEARNED_NONE = 1,       /* no learned decision in force */
+	VIEW_LEARNED_OFF = 2,        /* off from the store, until its probe */
+};
 
 /*
  * How a lock is called: its name (elide.h name, else symbol, else
@@ -116,6 +138,7 @@ struct lock_view {
 	bool named;                  /* name set through elide.h: no need to look again */
 	bool rule_stale;             /* rule_mode needs computing (new lock, new name) */
 	bool sym_pending;            /* symbol names not looked up yet (symbolizer.c) */
+	uint8_t learned;             /* VIEW_LEARNED_* */
 };
 
 /* A lock's cumulative counters, read from its segment on request. */
@@ -175,6 +198,13 @@ struct tracked_process {
 	struct elide_seg_control control_written; /* what we last wrote */
 	char last_error[SEG_ERR_MAX]; /* last read/write problem, "" when fine */
 	struct elfsym_maps *maps;    /* for naming locks; reloaded when names fail */
+	/* Learning (learning.c): the program's identity, and the verdicts
+	 * of its earlier runs given to this one as hints (NULL, 0: none). */
+	char *learned_program;
+	struct elide_seg_hint *hints;
+	int64_t *hint_since;         /* per hint: since when (seconds since the Epoch) */
+	uint32_t nhints;
+	bool hints_dirty;            /* not yet in the control block */
 };
 
 /* The name a process goes by in logs and metrics: its executable, else its
@@ -233,6 +263,12 @@ struct elided {
 		uint64_t no_segment_total;
 	} unseen;
 	bool runtime_dir_lost;       /* warned: the path is not the directory we hold */
+	/* Learning (learning.c): NULL state_dir = off. */
+	char *state_dir;
+	int state_dirfd;             /* -1: nothing is loaded or saved */
+	struct learned_store *learned;
+	bool learned_dirty, learned_save_failing;
+	uint64_t learned_saved_usec; /* CLOCK_MONOTONIC of the last save attempt */
 };
 
 /* process.c */
@@ -267,6 +303,24 @@ void elided_symbolize(struct elided *d, struct tracked_process *p);
 size_t elided_symbolizer_cached_bytes(struct elided *d, uid_t uid);
 /* main.c */
 void elided_reschedule(struct elided *d);
+/* learning.c */
+int elided_learning_open(struct elided *d);
+void elided_learning_save(struct elided *d, bool force);
+void elided_learning_close(struct elided *d);
+/* A process ends (or exec's): what its run taught goes into the store. */
+void elided_learn_from(struct elided *d, struct tracked_process *p);
+/* At adoption (and exec): p's program identity and its hints. */
+void elided_learning_adopt(struct elided *d, struct tracked_process *p);
+/* The index of the "never" hint naming v, or -1. */
+int elided_learned_hint_of(const struct tracked_process *p, const struct lock_view *v);
+/* When v runs under a "never elide" verdict of the store: since when that
+ * verdict holds (seconds since the Epoch; 0 when not known, e.g. the
+ * decision was found in the segment after a restart of elided); -1 when v
+ * runs under no learned decision. */
+int64_t elided_learned_since(const struct tracked_process *p, const struct lock_view *v);
+/* Drops the entries of uid (LEARNED_ANY_UID: all) for the executable exe
+ * (NULL or "": every program); *count says how many.  Saved at once. */
+int elided_forget_learned(struct elided *d, uid_t uid, const char *exe, size_t *count);
 
 struct tracked_process *elided_find_process(struct elided *d, pid_t pid);
 /* Before a D-Bus call reads or steers p: its owner now (fresh from /proc,

@@ -363,6 +363,20 @@ size_t learned_store_forget(struct learned_store *s, uid_t uid, const char *prog
 	return dropped;
 }
 
+bool learned_store_forget_lock(struct learned_store *s, uid_t uid, const char *program, const char *lock)
+{
+	bool found = false;
+	size_t pos;
+
+	if (!program || !lock)
+		return false;
+	pos = search(s, uid, program, lock, &found);
+	if (!found)
+		return false;
+	remove_at(s, pos);
+	return true;
+}
+
 size_t learned_store_count(const struct learned_store *s)
 {
 	return s->n;
@@ -379,6 +393,23 @@ size_t learned_store_uid_count(const struct learned_store *s, uid_t uid)
 int learned_store_foreach(const struct learned_store *s, learned_foreach_fn cb, void *userdata)
 {
 	for (size_t i = 0; i < s->n; i++) {
+		const struct item *it = s->items[i];
+		int r = cb(it->uid, it->program, it->lock, &it->v, userdata);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+int learned_store_foreach_program(const struct learned_store *s, uid_t uid, const char *program,
+				  learned_foreach_fn cb, void *userdata)
+{
+	bool found;
+	/* Lock identities are never empty: "" sorts before the program's first. */
+	size_t i = search(s, uid, program, "", &found);
+
+	for (; i < s->n && s->items[i]->uid == uid && strcmp(s->items[i]->program, program) == 0; i++) {
 		const struct item *it = s->items[i];
 		int r = cb(it->uid, it->program, it->lock, &it->v, userdata);
 

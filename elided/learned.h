@@ -36,6 +36,7 @@
 #ifndef ELIDED_LEARNED_H
 #define ELIDED_LEARNED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -134,6 +135,8 @@ int learned_store_put(struct learned_store *s, uid_t uid, const char *program, c
  * (NULL: every program); returns how many. */
 size_t learned_store_forget(struct learned_store *s, uid_t uid, const char *program);
 
+/* Drops the one entry of (uid, program, lock); whether there was one. */
+bool learned_store_forget_lock(struct learned_store *s, uid_t uid, const char *program, const char *lock);
 size_t learned_store_count(const struct learned_store *s);
 size_t learned_store_uid_count(const struct learned_store *s, uid_t uid);
 
@@ -145,5 +148,10 @@ size_t learned_store_uid_count(const struct learned_store *s, uid_t uid);
 typedef int (*learned_foreach_fn)(uid_t uid, const char *program, const char *lock, const struct learned_entry *e,
 				  void *userdata);
 int learned_store_foreach(const struct learned_store *s, learned_foreach_fn cb, void *userdata);
+
+/* As learned_store_foreach, only the entries of (uid, program): O(log n)
+ * to find the first. */
+int learned_store_foreach_program(const struct learned_store *s, uid_t uid, const char *program,
+				  learned_foreach_fn cb, void *userdata);
 
 #endif

@@ -4,13 +4,13 @@ elided_elided_SOURCES = \
 	elided/main.c elided/elided.h \
 	elided/process.c elided/lock-names.c \
 	elided/symbolizer.c elided/symcache.c elided/symcache.h \
-	elided/learned.c elided/learned.h \
+	elided/learned.c elided/learned.h elided/learning.c \
 	elided/config.c elided/policy-config.h \
 	elided/discovery.c elided/discovery.h \
 	elided/dbus.c \
 	elided/metrics.c elided/metrics.h \
 	elided/events.c elided/events.h
-elided_elided_CPPFLAGS = $(AM_CPPFLAGS) -DSYSCONFDIR=\"$(sysconfdir)\" -I$(srcdir)/elided \
+elided_elided_CPPFLAGS = $(AM_CPPFLAGS) -DSYSCONFDIR=\"$(sysconfdir)\" -DLOCALSTATEDIR=\"$(localstatedir)\" -I$(srcdir)/elided \
 	-I$(builddir)/elided/bpf -I$(srcdir)/elided/bpf
 elided_elided_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS) $(LIBCONFIG_CFLAGS) $(LIBBPF_CFLAGS)
 elided_elided_LDADD = common/libelide-tools.la $(SYSTEMD_LIBS) $(LIBCONFIG_LIBS) $(LIBBPF_LIBS)

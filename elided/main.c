@@ -45,6 +45,10 @@ static void help(void)
 	       "                           drop-ins are read from FILE.d/*.conf\n"
 	       "  -r, --runtime-dir=DIR    where processes put their segments (default %s,\n"
 	       "                           or $ELIDE_RUNTIME_DIR)\n"
+	       "  -s, --state-dir=DIR      where what was learned about programs is kept\n"
+	       "                           (default $ELIDE_STATE_DIR, else systemd's\n"
+	       "                           $STATE_DIRECTORY, else %s)\n"
+	       "      --no-learning        neither use nor keep learned decisions\n"
 	       "      --no-bpf             discover processes with inotify and pidfds only\n"
 	       "      --no-bus             do not register on D-Bus (tests, emergencies)\n"
 	       "      --check-config       validate the configuration and exit\n"
@@ -54,7 +58,7 @@ static void help(void)
 	       "\n"
 	       "Signals: SIGHUP reloads the configuration, SIGTERM and SIGINT stop the daemon.\n"
 	       "See elided(8) and elide.conf(5).\n",
-	       DEFAULT_CONFIG, ELIDE_RUNTIME_DIR_DEFAULT);
+	       DEFAULT_CONFIG, ELIDE_RUNTIME_DIR_DEFAULT, ELIDED_STATE_DIR_DEFAULT);
 }
 
 static void status_notify(struct elided *d)
@@ -257,6 +261,7 @@ static int on_interval(sd_event_source *s, uint64_t usec, void *userdata)
 	/* Every few intervals, give refused segments another chance. */
 	if (d->intervals % 5 == 0)
 		elided_rescan(d);
+	elided_learning_save(d, false);
 	d->cpu_seconds_per_interval = cpu_seconds() - before;
 	status_notify(d);
 	sd_event_source_set_time(s, usec + next);
@@ -363,6 +368,24 @@ static int open_runtime_dir(struct elided *d)
 	return 0;
 }
 
+/* -s, else $ELIDE_STATE_DIR, else the unit's StateDirectory= (systemd
+ * sets $STATE_DIRECTORY), else the compiled-in default. */
+static const char *state_dir_of(const char *option)
+{
+	const char *env;
+
+	if (option && *option)
+		return option;
+	env = getenv("ELIDE_STATE_DIR");
+	if (env && *env)
+		return env;
+	env = getenv("STATE_DIRECTORY");
+	/* Several directories are separated by ':'; ours is the only one. */
+	if (env && *env && !strchr(env, ':'))
+		return env;
+	return ELIDED_STATE_DIR_DEFAULT;
+}
+
 static void setup_logging(bool verbose)
 {
 	const char *stream = getenv("JOURNAL_STREAM");
@@ -382,6 +405,8 @@ int main(int argc, char **argv)
 	static const struct option options[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "state-dir", required_argument, NULL, 's' },
+		{ "no-learning", no_argument, NULL, 'L' },
 		{ "no-bpf", no_argument, NULL, 'B' },
 		{ "no-bus", no_argument, NULL, 'N' },
 		{ "check-config", no_argument, NULL, 'C' },
@@ -394,18 +419,26 @@ int main(int argc, char **argv)
 	struct elide_hw hw;
 	const char *config = DEFAULT_CONFIG;
 	const char *runtime_dir = getenv("ELIDE_RUNTIME_DIR");
+	const char *state_dir = NULL;
+	bool learning = true;
 	bool allow_bpf = true, use_bus = true, check_only = false, verbose = false;
 	char err[CONFIG_ERR_MAX];
 	sigset_t mask;
 	int c, r;
 
-	while ((c = getopt_long(argc, argv, "c:r:vhV", options, NULL)) >= 0) {
+	while ((c = getopt_long(argc, argv, "c:r:s:vhV", options, NULL)) >= 0) {
 		switch (c) {
 		case 'c':
 			config = optarg;
 			break;
 		case 'r':
 			runtime_dir = optarg;
+			break;
+		case 's':
+			state_dir = optarg;
+			break;
+		case 'L':
+			learning = false;
 			break;
 		case 'B':
 			allow_bpf = false;
@@ -453,6 +486,11 @@ int main(int argc, char **argv)
 	d->runtime_dirfd = -1;
 	if (!d->config_path || !d->config_dropin_dir || !d->runtime_dir)
 		return log_oom(), EXIT_FAILURE;
+	if (learning) {
+		d->state_dir = strdup(state_dir_of(state_dir));
+		if (!d->state_dir)
+			return log_oom(), EXIT_FAILURE;
+	}
 
 	r = load_config(d, &d->config, err, sizeof(err));
 	if (r < 0) {
@@ -472,6 +510,8 @@ int main(int argc, char **argv)
 
 	if (open_runtime_dir(d) < 0)
 		return EXIT_FAILURE;
+	if (elided_learning_open(d) < 0)
+		return log_oom(), EXIT_FAILURE;
 
 	r = sd_event_default(&d->event);
 	if (r < 0)
@@ -521,6 +561,7 @@ int main(int argc, char **argv)
 	discovery_free(d->discovery);
 	elided_bus_free(d);
 	elided_free_processes(d);
+	elided_learning_close(d);
 	elided_symbolizer_free(d);
 	metrics_free(d->metrics);
 	config_free(d->config);
@@ -530,5 +571,6 @@ int main(int argc, char **argv)
 	free(d->config_path);
 	free(d->config_dropin_dir);
 	free(d->runtime_dir);
+	free(d->state_dir);
 	return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

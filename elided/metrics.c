@@ -325,6 +325,7 @@ static const struct {
 	{ ELIDE_SEG_SOURCE_CONFIG, "config" },
 	{ ELIDE_SEG_SOURCE_OVERRIDE, "override" },
 	{ ELIDE_SEG_SOURCE_ADAPTATION, "adaptation" },
+	{ ELIDE_SEG_SOURCE_LEARNED, "learned" },
 };
 
 static void render_program_gauges(struct elided *d, FILE *f, struct program_acc **order, size_t n)
@@ -357,19 +358,20 @@ static void render_program_gauges(struct elided *d, FILE *f, struct program_acc 
 		}
 	}
 	header(f, "elide_program_decisions", "gauge",
-	       "Locks of the program whose elision elided decides now, by source (config rule, runtime override, adaptation).");
+	       "Locks of the program whose elision elided decides now, by source (config rule, runtime override, "
+	       "adaptation, learned from earlier runs).");
 	for (size_t i = 0; i < n; i++) {
-		unsigned count[3] = { 0 };
+		unsigned count[ARRAY_SIZE(decision_sources)] = { 0 };
 
 		for (struct tracked_process *p = d->processes; p; p = p->next) {
 			if (strcmp(tracked_process_name(p), order[i]->name) != 0)
 				continue;
 			for (size_t l = 0; l < p->nlocks; l++)
-				for (size_t s = 0; s < 3; s++)
+				for (size_t s = 0; s < ARRAY_SIZE(decision_sources); s++)
 					count[s] += p->locks[l].ctl_policy != ELIDE_SEG_CTL_NONE &&
 						    p->locks[l].ctl_source == decision_sources[s].source;
 		}
-		for (size_t s = 0; s < 3; s++) {
+		for (size_t s = 0; s < ARRAY_SIZE(decision_sources); s++) {
 			fputs("elide_program_decisions{", f);
 			program_label(f, order[i]);
 			fprintf(f, ",source=\"%s\"} %u\n", decision_sources[s].label, count[s]);

@@ -434,10 +434,14 @@ static void lock_decision_event(struct elided *d, const struct tracked_process *
 			 v->backoff_left);
 		if (v->backoff_intervals > 1)
 			ev.priority = LOG_DEBUG;
+	} else if (source == ELIDE_SEG_SOURCE_LEARNED) {
+		snprintf(reason, sizeof(reason),
+			 "earlier runs of the program never committed a transaction on it; probed again in %u intervals",
+			 v->backoff_left);
 	} else if (source == ELIDE_SEG_SOURCE_CONFIG)
 		snprintf(reason, sizeof(reason), "a lock rule%s%s", p->decision.rule ? " of " : "",
 			 p->decision.rule ? p->decision.rule->where : "");
-	else if (old_source == ELIDE_SEG_SOURCE_ADAPTATION) {
+	else if (old_source == ELIDE_SEG_SOURCE_ADAPTATION || old_source == ELIDE_SEG_SOURCE_LEARNED) {
 		snprintf(reason, sizeof(reason), "probing it again after its back-off");
 		ev.priority = LOG_DEBUG;
 	} else
@@ -472,6 +476,31 @@ static void process_mode_event(struct elided *d, const struct tracked_process *p
 	elided_event(d, &ev, "pid %d (%s): mode %s (config: %s)", (int)p->pid, ev.exe, ev.mode, reason);
 }
 
+/*
+ * A new view in adaptive mode: is it a lock the program's earlier runs
+ * taught "never elide"?  Either libelide applied the hint when the lock was first
+ * contended (its entry says so), or the lock was contended before the
+ * hints arrived and the pass writes the decision now.  Off until the
+ * probe, ELIDED_LEARNED_PROBE_INTERVALS away, then the daemon's back-off
+ * goes on from 32 intervals.
+ */
+static void check_learned(const struct tracked_process *p, enum policy_mode mode, struct lock_view *v)
+{
+	bool applied = v->ctl_source == ELIDE_SEG_SOURCE_LEARNED && v->ctl_policy == ELIDE_POLICY_NEVER + 1;
+
+	v->learned = VIEW_LEARNED_NONE;
+	/* A mode the admin chose (a rule's "on" or "off", an override) is not
+	 * second-guessed by what was learned: the pass then writes NONE over a
+	 * hint libelide applied. */
+	if (mode != POLICY_MODE_ADAPTIVE || v->kind == ELIDE_SEG_KIND_OVERFLOW ||
+	    (!applied && elided_learned_hint_of(p, v) < 0))
+		return;
+	v->learned = VIEW_LEARNED_OFF;
+	v->daemon_off = true;
+	v->backoff_intervals = 32;
+	v->backoff_left = ELIDED_LEARNED_PROBE_INTERVALS;
+}
+
 /* One lock, while its view is in cache anyway. */
 static void pass_lock(struct pass *ps, struct lock_view *v)
 {
@@ -496,8 +525,14 @@ static void pass_lock(struct pass *ps, struct lock_view *v)
 		v->rule_mode = (uint8_t)config_lock_mode(&p->decision, lock_name(v->nm), lock_function(v->nm));
 		v->rule_stale = false;
 	}
+	if (v->learned == VIEW_LEARNED_UNCHECKED)
+		check_learned(p, ps->mode, v);
 	if (ps->mode == POLICY_MODE_ADAPTIVE && v->rule_mode == POLICY_MODE_UNSET && v->override == POLICY_MODE_UNSET)
 		long_window_adapt(p, v);
+	/* The store's verdict holds until its probe; then the daemon's own
+	 * back-off takes over. */
+	if (v->learned == VIEW_LEARNED_OFF && !v->daemon_off)
+		v->learned = VIEW_LEARNED_NONE;
 	/* Its back-off counts intervals: every pass must visit it. */
 	ps->daemon_off |= v->daemon_off;
 	if (v->override != POLICY_MODE_UNSET) {
@@ -508,7 +543,7 @@ static void pass_lock(struct pass *ps, struct lock_view *v)
 		source = ELIDE_SEG_SOURCE_CONFIG;
 	} else if (v->daemon_off) {
 		lm = POLICY_MODE_OFF;
-		source = ELIDE_SEG_SOURCE_ADAPTATION;
+		source = v->learned == VIEW_LEARNED_OFF ? ELIDE_SEG_SOURCE_LEARNED : ELIDE_SEG_SOURCE_ADAPTATION;
 	}
 	want = ctl_policy_of(lm);
 	if ((want == v->ctl_policy && source == v->ctl_source) || !pass_may_write(ps))
@@ -550,7 +585,7 @@ static void pass_end(struct pass *ps, uint64_t t, bool history)
 			p->history_len++;
 	}
 
-	memset(&c, 0, offsetof(struct elide_seg_control, reserved));
+	memset(&c, 0, offsetof(struct elide_seg_control, hints));
 	/* A mode the program already runs with needs no push: NONE keeps it. */
 	c.mode = mode == POLICY_MODE_ADAPTIVE && p->override == POLICY_MODE_UNSET && !p->decision.rule ?
 		 ELIDE_SEG_MODE_NONE : seg_mode_of(mode);
@@ -566,10 +601,16 @@ static void pass_end(struct pass *ps, uint64_t t, bool history)
 			c.mode != ELIDE_SEG_MODE_NONE ? ELIDE_SEG_SOURCE_CONFIG : ELIDE_SEG_SOURCE_NONE;
 	/* libelide looks at lock decisions when the generation moves: a
 	 * changed lock decision rewrites the control block too. */
-	if ((ps->locks_written || !p->control_valid ||
+	c.nhints = p->nhints;
+	/* The hints (learning.c) are compared by their dirty flag: copying and
+	 * comparing 2 KiB per pass would cost what the reserved bytes did. */
+	if ((ps->locks_written || !p->control_valid || p->hints_dirty ||
 	     memcmp(&c.mode, &p->control_written.mode,
-		    offsetof(struct elide_seg_control, reserved) - offsetof(struct elide_seg_control, mode))) &&
+		    offsetof(struct elide_seg_control, hints) - offsetof(struct elide_seg_control, mode))) &&
 	    pass_may_write(ps)) {
+		memset(c.hints, 0, sizeof(c.hints));
+		if (p->nhints)
+			memcpy(c.hints, p->hints, p->nhints * sizeof(*p->hints));
 		memset(c.reserved, 0, sizeof(c.reserved));
 		r = seg_write_control(ps->d->runtime_dirfd, p->seg_name, &c, err, sizeof(err));
 		if (r < 0) {
@@ -581,6 +622,7 @@ static void pass_end(struct pass *ps, uint64_t t, bool history)
 
 			p->control_written = c;
 			p->control_valid = true;
+			p->hints_dirty = false;
 			process_mode_event(ps->d, p, &c, &old);
 		}
 	}
@@ -1051,6 +1093,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	p->last_error[0] = '\0';
 	if (p->created_ns && snap->header.created_ns != p->created_ns) {
 		/* exec: same pid and start time, a new program with a new segment. */
+		elided_learn_from(d, p);
 		free_views(p->locks, p->nlocks);
 		p->locks = NULL;
 		p->nlocks = 0;
@@ -1064,6 +1107,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 		per_sec = 0;
 		read_identity(p);
 		decide(d, p);
+		elided_learning_adopt(d, p);
 		log_debug("pid %d exec'd %s, policy %s", (int)p->pid, tracked_process_name(p),
 			 policy_mode_to_string(effective_process_mode(p)));
 	}
@@ -1126,6 +1170,9 @@ static void process_free(struct tracked_process *p)
 	seg_map_close(p->map);
 	free_views(p->locks, p->nlocks);
 	free(p->moving);
+	free(p->learned_program);
+	free(p->hints);
+	free(p->hint_since);
 	free(p);
 }
 
@@ -1251,6 +1298,7 @@ static int adopt(struct elided *d, const char *name, bool quiet)
 	seg_snapshot_free(snap);
 	read_identity(fresh);
 	decide(d, fresh);
+	elided_learning_adopt(d, fresh);
 	r = refresh_process(d, fresh);
 	/* Its exit must reach us at once (pidfd; BPF sees every exit anyway).
 	 * -ESRCH: reaped, or the pid is another process's already. */
@@ -1617,6 +1665,7 @@ void elided_reap(struct elided *d, pid_t pid)
 		if (seg_proc_start_time(NULL, pid, &start) == 0 && start == p->start_time)
 			return;
 		log_debug("pid %d exited", (int)pid);
+		elided_learn_from(d, p);
 		untrack(d, pp, true);
 		return;
 	}
@@ -1637,6 +1686,7 @@ void elided_process_exited(struct elided *d, pid_t pid, uint64_t start_time)
 		if ((*pp)->start_time != start_time)
 			return;
 		log_debug("pid %d exited", (int)pid);
+		elided_learn_from(d, *pp);
 		untrack(d, pp, true);
 		return;
 	}

@@ -156,7 +156,7 @@ static inline struct lock_rec *rec_of_idx(uint16_t idx)
 int registry_init(void) _hidden_;
 struct lock_rec *registry_attach(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite) _hidden_;
 struct lock_rec *registry_attach_own(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite,
-				     bool *created) _hidden_;
+				     bool elidable, bool *created) _hidden_;
 void registry_detach(uint16_t *idx_ptr) _hidden_;
 uint32_t registry_records_end(void) _hidden_;
 void registry_republish(uint32_t end) _hidden_;

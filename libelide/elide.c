@@ -1140,7 +1140,7 @@ _public_ int pthread_mutex_init(pthread_mutex_t *m, const pthread_mutexattr_t *a
 	 * is full: documented in libelide(7)). */
 	if (mutex_class(m) != MUTEX_ELIDABLE || !attr_is_normal(attr))
 		return r;
-	rec = registry_attach_own(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, __builtin_return_address(0), NULL);
+	rec = registry_attach_own(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, __builtin_return_address(0), false, NULL);
 	if (rec)
 		rec_set_type_normal(rec);
 	return r;
@@ -1462,7 +1462,8 @@ _public_ int __elide_mutex_annotate(pthread_mutex_t *m, int policy, const char *
 		return -ENOMEM;
 	/* Never the shared overflow record: its gate is not this lock's to
 	 * follow (a recursive lock would be elided with it). */
-	rec = registry_attach_own(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, __builtin_return_address(0), &created);
+	rec = registry_attach_own(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, __builtin_return_address(0),
+				  class == MUTEX_ELIDABLE, &created);
 	if (!rec)
 		return -ENOSPC;
 	/* A name on a recursive (or robust, ...) mutex: tracked, never elided. */
@@ -1489,7 +1490,7 @@ _public_ int __elide_rwlock_annotate(pthread_rwlock_t *rw, int policy, const cha
 	for (int write = 0; write <= 1; write++) {
 		rec = registry_attach_own(rw, rwlock_idx_ptr(rw, write),
 					  write ? LOCK_KIND_RWLOCK_WRITE : LOCK_KIND_RWLOCK_READ,
-					  __builtin_return_address(0), NULL);
+					  __builtin_return_address(0), elidable, NULL);
 		if (!rec)
 			return -ENOSPC;
 		if (!elidable)

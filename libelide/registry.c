@@ -173,11 +173,57 @@ static uint32_t rec_alloc(void)
 	return idx;
 }
 
-/* Prepare a record that no lock points at yet; readers outside see it only
- * once rec_publish() names its kind. */
-static void rec_reset(struct lock_rec *rec, enum lock_kind kind, void *callsite)
+/*
+ * What elided learned about a new lock in earlier runs of the program: the
+ * verdict of the first hint in the control block that names the lock or its
+ * call site, 0 for none.  Runs once per record, at its creation, never on
+ * the fast path.  elided may rewrite the table meanwhile (under a seqlock
+ * that this does not take): every field is read once and checked, so a torn
+ * hint gives at worst another valid verdict, and either is safe.
+ */
+static uint32_t hint_verdict(const void *lock, const void *callsite)
+{
+	const struct elide_seg_control *c = elide.seg_control;
+	uint32_t n;
+
+	if (!c)
+		return 0;
+	n = __atomic_load_n(&c->nhints, __ATOMIC_RELAXED);
+	if (n > ELIDE_SEG_MAX_HINTS)
+		n = ELIDE_SEG_MAX_HINTS;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct elide_seg_hint *h = &c->hints[i];
+		uint32_t match = __atomic_load_n(&h->match, __ATOMIC_RELAXED);
+		uint64_t addr, want;
+		uint32_t verdict;
+
+		if (match == ELIDE_SEG_HINT_LOCK_ADDR)
+			want = (uint64_t)(uintptr_t)lock;
+		else if (match == ELIDE_SEG_HINT_CALLSITE)
+			want = (uint64_t)(uintptr_t)callsite;
+		else
+			continue;
+		addr = __atomic_load_n(&h->addr, __ATOMIC_RELAXED);
+		if (addr == 0 || addr != want)
+			continue;
+		verdict = __atomic_load_n(&h->verdict, __ATOMIC_RELAXED);
+		if (verdict == ELIDE_SEG_HINT_NEVER || verdict == ELIDE_SEG_HINT_ELIDES)
+			return verdict;
+	}
+	return 0;
+}
+
+/*
+ * Prepare a record that no lock points at yet; readers outside see it only
+ * once rec_publish() names its kind.  `hint` is the lock's learned verdict
+ * (hint_verdict()), 0 for none.
+ */
+static void rec_reset(struct lock_rec *rec, enum lock_kind kind, void *callsite, uint32_t hint)
 {
 	struct elide_seg_lock *e = rec_entry(rec);
+	bool never = hint == ELIDE_SEG_HINT_NEVER;
+	uint32_t ctl = never ? ELIDE_POLICY_NEVER + 1 : ELIDE_SEG_CTL_NONE;
+	int policy = never ? ELIDE_POLICY_NEVER : ELIDE_POLICY_ADAPTIVE;
 	int32_t gate;
 	uint8_t reason;
 
@@ -187,16 +233,28 @@ static void rec_reset(struct lock_rec *rec, enum lock_kind kind, void *callsite)
 	e->callsite = (uint64_t)(uintptr_t)callsite;
 	rec->kind = (uint8_t)kind;
 	rec->hard_never = false;
-	/* A recycled entry must not inherit a decision about its previous lock. */
-	__atomic_store_n(&e->ctl_policy, ELIDE_SEG_CTL_NONE, __ATOMIC_RELAXED);
-	rec->ctl_applied = ELIDE_SEG_CTL_NONE;
+	/* A recycled entry must not inherit a decision about its previous lock.
+	 * A learned "never" starts out as if elided had written it and
+	 * registry_apply_lock_decisions() had applied it: elided reading the
+	 * entry sees where it came from, and its later writes work as ever. */
+	__atomic_store_n(&e->ctl_source, never ? ELIDE_SEG_SOURCE_LEARNED : ELIDE_SEG_SOURCE_NONE, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->ctl_policy, ctl, __ATOMIC_RELAXED);
+	rec->ctl_applied = ctl;
 	atomic_store_explicit(&rec->contended_watch, 0, memory_order_relaxed);
 	atomic_store_explicit(&rec->window_aborts, 0, memory_order_relaxed);
 	atomic_store_explicit(&rec->window_commits, 0, memory_order_relaxed);
 	atomic_store_explicit(&rec->backoff_level, 0, memory_order_relaxed);
-	atomic_store_explicit(&rec->policy, ELIDE_POLICY_ADAPTIVE, memory_order_relaxed);
+	atomic_store_explicit(&rec->policy, (uint8_t)policy, memory_order_relaxed);
 	atomic_store_explicit(&rec->own_policy, ELIDE_POLICY_ADAPTIVE, memory_order_relaxed);
-	policy_gate(ELIDE_POLICY_ADAPTIVE, &gate, &reason);
+	policy_gate(policy, &gate, &reason);
+	if (never) {
+		reason = ELIDE_SEG_REASON_DAEMON;
+	} else if (hint == ELIDE_SEG_HINT_ELIDES && gate == GATE_WATCH) {
+		/* Known to elide well: no contention warm-up (adaptive mode
+		 * only: mode=on elides anyway, mode=off never). */
+		gate = GATE_ELIDE;
+		reason = ELIDE_SEG_REASON_CONTENDED;
+	}
 	atomic_store_explicit(&rec->reason, reason, memory_order_relaxed);
 	atomic_store_explicit(&rec->gate, gate, memory_order_relaxed);
 }
@@ -232,10 +290,13 @@ static void rec_publish(struct lock_rec *rec, void *lock)
  * whose CAS publishes the index wins and the other returns its spare
  * record.  *created says whether this call made the record.  An index that
  * is not a record of its own (the overflow's, or garbage in memory reused
- * without pthread_*_init) is left alone and answered with NULL.
+ * without pthread_*_init) is left alone and answered with NULL.  `hints`:
+ * the lock's type may be elided, so a verdict learned by elided applies (a
+ * hint must not make a NORMAL or recursive lock elidable, not even for the
+ * moment before its caller marks the type).
  */
 static struct lock_rec *attach_own(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite,
-				   bool *created, int *err)
+				   bool hints, bool *created, int *err)
 {
 	uint16_t idx;
 	uint32_t fresh;
@@ -259,7 +320,7 @@ static struct lock_rec *attach_own(void *lock, uint16_t *idx_ptr, enum lock_kind
 		*err = r;
 		return NULL;
 	}
-	rec_reset(&elide.recs[fresh], kind, callsite);
+	rec_reset(&elide.recs[fresh], kind, callsite, hints ? hint_verdict(lock, callsite) : 0);
 	if (!__atomic_compare_exchange_n(idx_ptr, &idx, (uint16_t)fresh, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
 		free_push(fresh);
@@ -272,18 +333,19 @@ static struct lock_rec *attach_own(void *lock, uint16_t *idx_ptr, enum lock_kind
 }
 
 struct lock_rec *registry_attach_own(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite,
-				     bool *created)
+				     bool elidable, bool *created)
 {
 	int err;
 
-	return attach_own(lock, idx_ptr, kind, callsite, created, &err);
+	return attach_own(lock, idx_ptr, kind, callsite, elidable, created, &err);
 }
 
-/* The lock's record, or the shared overflow record when the table is full. */
+/* The lock's record, or the shared overflow record when the table is full;
+ * for locks of a type libelide elides (contention, mode=on). */
 struct lock_rec *registry_attach(void *lock, uint16_t *idx_ptr, enum lock_kind kind, void *callsite)
 {
 	int err;
-	struct lock_rec *rec = attach_own(lock, idx_ptr, kind, callsite, NULL, &err);
+	struct lock_rec *rec = attach_own(lock, idx_ptr, kind, callsite, true, NULL, &err);
 	uint16_t idx = 0;
 
 	if (rec)

@@ -61,7 +61,12 @@ static void report_lock(int fd, struct elfsym_maps *maps, const struct elide_seg
 	uint32_t kind = __atomic_load_n(&e->kind, __ATOMIC_RELAXED);
 	uint32_t state = __atomic_load_n(&e->state, __ATOMIC_RELAXED);
 	uint32_t reason = __atomic_load_n(&e->reason, __ATOMIC_RELAXED);
+	const char *why = seg_reason_to_string(reason);
 
+	/* elided's decision, from a verdict of earlier runs: say which. */
+	if (reason == ELIDE_SEG_REASON_DAEMON &&
+	    __atomic_load_n(&e->ctl_source, __ATOMIC_RELAXED) == ELIDE_SEG_SOURCE_LEARNED)
+		why = "learned";
 	if (idx == REC_OVERFLOW)
 		snprintf(name, sizeof(name), "(overflow+destroyed)");
 	else if (e->name[0])
@@ -85,7 +90,7 @@ static void report_lock(int fd, struct elfsym_maps *maps, const struct elide_seg
 	    (unsigned long long)stat_of(e, STAT_FALLBACKS),
 	    (unsigned long long)stat_of(e, STAT_CONTENDED),
 	    (unsigned long long)stat_of(e, STAT_CYCLES_LOST),
-	    seg_state_to_string(state), seg_reason_to_string(reason), site);
+	    seg_state_to_string(state), why, site);
 }
 
 static bool entry_in_use(const struct elide_seg_lock *e, uint32_t idx)

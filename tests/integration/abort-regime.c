@@ -8,7 +8,7 @@
  *
  *   abort-regime [--threads N] [--iterations N]
  *                [--lock mutex|rwlock-write|rwlock-read-90-10]
- *                [--section counter|syscall]
+ *                [--section counter|syscall] [--policy never | --hint never]
  *   abort-regime --regime     print "simulated" or "rtm", or exit 77 with
  *                             the reason libelide is not eliding
  *
@@ -30,6 +30,14 @@
  * while the main thread holds it, one at a time, until libelide has seen the
  * lock contended often enough to elide it: from the first worker acquisition
  * on, the lock is eliding, whatever the scheduler does.
+ *
+ * --policy never annotates the lock never (elide.h).  --hint never does
+ * what elided does for a program it knows (issue 16): before the lock is
+ * first contended it writes a "never" verdict for the lock's address into
+ * the control block's hint table; then one helper blocks on the lock (each
+ * side) so that libelide makes its record.  Either way the lock must make no
+ * transaction attempt at all, and count every acquisition; with the hint
+ * its entry must read ctl_policy never, ctl_source learned.
  *
  * Exit status: 0 passed, 1 failed (one line per failed check, naming the
  * counter and the values), 2 usage, 77 nothing to test here.
@@ -90,6 +98,7 @@ static struct {
 	enum lock_kind lock;
 	bool syscall_section;
 	bool policy_never;      /* --policy never: the lock is annotated never */
+	bool hint_never;        /* --hint never: a learned "never" in the control block */
 } opt = { .threads = 2, .iterations = 200000, .lock = LOCK_MUTEX };
 
 static const char *const lock_names[] = { "mutex", "rwlock-write", "rwlock-read-90-10" };
@@ -280,6 +289,69 @@ static void make_side_elide(uint32_t kind)
 	}
 }
 
+/*
+ * With the lock held here, one helper (a reader for the read side) blocks on
+ * it until libelide has made the side's record: from then on every
+ * acquisition is counted.
+ */
+static void make_side_tracked(uint32_t kind)
+{
+	if (pthread_create(&helpers[nhelpers], NULL, helper, kind == ELIDE_SEG_KIND_RWLOCK_READ ? (void *)1 : NULL))
+		die("pthread_create (helper)");
+	nhelpers++;
+	for (unsigned long polls = 0;; polls++) {
+		struct seg_snapshot *snap = read_own_segment(0);
+		bool tracked = find_entry(snap, kind) != NULL;
+
+		seg_snapshot_free(snap);
+		if (tracked)
+			return;
+		if (polls == 500000)
+			die("helper %u never reached the lock: no entry of kind %u", nhelpers, kind);
+		pause_briefly();
+	}
+}
+
+static void track_first(void)
+{
+	lock_exclusive();
+	if (opt.lock == LOCK_MUTEX) {
+		make_side_tracked(ELIDE_SEG_KIND_MUTEX);
+	} else {
+		make_side_tracked(ELIDE_SEG_KIND_RWLOCK_WRITE);
+		if (opt.lock == LOCK_RWLOCK_READ_90_10)
+			make_side_tracked(ELIDE_SEG_KIND_RWLOCK_READ);
+	}
+	unlock_exclusive();
+	for (unsigned i = 0; i < nhelpers; i++)
+		pthread_join(helpers[i], NULL);
+}
+
+/* --hint never: the control block as elided writes it (under its seqlock),
+ * with a learned "never" for the lock's address (both sides of an rwlock). */
+static void write_hint_never(void)
+{
+	struct seg_snapshot *snap = read_own_segment(SEG_READ_NO_LOCKS);
+	struct elide_seg_control c = snap->control;
+	char err[SEG_ERR_MAX] = "";
+	int dfd, r;
+
+	seg_snapshot_free(snap);
+	/* A hint for another address first: only the lock's own may match. */
+	c.hints[0] = (struct elide_seg_hint){ (uintptr_t)&counter_a, ELIDE_SEG_HINT_LOCK_ADDR, ELIDE_SEG_HINT_NEVER };
+	c.hints[1] = (struct elide_seg_hint){
+		opt.lock == LOCK_MUTEX ? (uintptr_t)&the_mutex : (uintptr_t)&the_rwlock,
+		ELIDE_SEG_HINT_LOCK_ADDR, ELIDE_SEG_HINT_NEVER };
+	c.nhints = 2;
+	dfd = open(runtime_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		die("open ELIDE_RUNTIME_DIR %s: %s", runtime_dir, strerror(errno));
+	r = seg_write_control(dfd, seg_name, &c, err, sizeof(err));
+	close(dfd);
+	if (r < 0)
+		die("writing my control block: %s (%s)", err, strerror(-r));
+}
+
 static void warm_up(void)
 {
 	lock_exclusive();
@@ -412,6 +484,9 @@ static void judge_adaptive(const struct side *s, const struct elide_seg_lock *e,
 	uint64_t below = (uint64_t)opt.threads * LIB_SAMPLE + noise;
 	uint64_t above = (uint64_t)opt.threads * (LIB_THROTTLED_SAMPLE + LIB_BURST_MAX) + nhelpers + noise;
 
+	/* The lock with no verdict of its own does try (what a learned "never"
+	 * must prevent: --hint never). */
+	check(attempts > 0, "%s: ATTEMPTS=0: the lock never tried a transaction", s->name);
 	check(attempts <= s->expected / 100 + allowance,
 	      "%s: ATTEMPTS=%" PRIu64 " > 1%% of %" PRIu64 " acquisitions + warm-up allowance %" PRIu64
 	      " (%u threads x %" PRIu64 ", %u helpers): the lock does not stay backed off",
@@ -473,6 +548,7 @@ static void judge_mode_on(const struct side *s, const struct elide_seg_lock *e, 
 			 (uint64_t)opt.threads * LIB_THROTTLED_SAMPLE * LIB_THROTTLED_SKIP;
 	uint64_t below = (uint64_t)opt.threads * LIB_THROTTLED_SAMPLE + noise;
 
+	check(attempts > 0, "%s: ATTEMPTS=0: the lock never tried a transaction", s->name);
 	check(attempts <= fallbacks + allowance,
 	      "%s: ATTEMPTS=%" PRIu64 " > FALLBACKS=%" PRIu64 " + %" PRIu64 " (first two acquisitions per "
 	      "thread may retry): throttled acquisitions retry", s->name, attempts, fallbacks, allowance);
@@ -520,11 +596,21 @@ static void judge_never(const struct side *s, const struct elide_seg_lock *e)
 
 	check(st[ELIDE_SEG_STAT_ATTEMPTS] == 0, "%s: ATTEMPTS=%" PRIu64 " on a lock whose policy is never", s->name,
 	      st[ELIDE_SEG_STAT_ATTEMPTS]);
+	for (int i = ELIDE_SEG_STAT_ABORT_CONFLICT; i <= ELIDE_SEG_STAT_ABORT_OTHER; i++)
+		check(st[i] == 0, "%s: %s aborts=%" PRIu64 " on a lock whose policy is never", s->name,
+		      abort_names[i - ELIDE_SEG_STAT_ABORT_CONFLICT], st[i]);
 	check(acquired >= s->expected && acquired <= s->expected + ahead,
 	      "%s: ACQUIRED=%" PRIu64 " is not %" PRIu64 " (made) -0/+%" PRIu64 " (a burst per thread ahead)",
 	      s->name, acquired, s->expected, ahead);
 	check(e->state == ELIDE_SEG_STATE_OFF_POLICY, "%s: state %u at the end, want %u (off by policy)", s->name,
 	      e->state, ELIDE_SEG_STATE_OFF_POLICY);
+	/* A learned verdict reads as elided's decision, with its source. */
+	if (opt.hint_never)
+		check(e->ctl_policy == ELIDE_POLICY_NEVER + 1 && e->ctl_source == ELIDE_SEG_SOURCE_LEARNED &&
+		      e->reason == ELIDE_SEG_REASON_DAEMON,
+		      "%s: ctl_policy %u, ctl_source %u, reason %u; want %u, %u (learned), %u (elided)", s->name,
+		      e->ctl_policy, e->ctl_source, e->reason, ELIDE_POLICY_NEVER + 1, ELIDE_SEG_SOURCE_LEARNED,
+		      ELIDE_SEG_REASON_DAEMON);
 }
 
 /* ---- main ------------------------------------------------------------- */
@@ -533,7 +619,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: abort-regime [--threads N] [--iterations N] "
 		"[--lock mutex|rwlock-write|rwlock-read-90-10] [--section counter|syscall]\n"
-		"       [--policy never]\n"
+		"       [--policy never | --hint never]\n"
 		"       abort-regime --regime\n");
 	exit(2);
 }
@@ -560,6 +646,7 @@ int main(int argc, char **argv)
 		{ "lock", required_argument, NULL, 'l' },
 		{ "section", required_argument, NULL, 's' },
 		{ "policy", required_argument, NULL, 'p' },
+		{ "hint", required_argument, NULL, 'h' },
 		{ "regime", no_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -603,6 +690,11 @@ int main(int argc, char **argv)
 				usage();
 			opt.policy_never = true;
 			break;
+		case 'h':
+			if (strcmp(optarg, "never"))
+				usage();
+			opt.hint_never = true;
+			break;
 		case 'r':
 			regime_only = true;
 			break;
@@ -610,7 +702,7 @@ int main(int argc, char **argv)
 			usage();
 		}
 	}
-	if (optind != argc)
+	if (optind != argc || (opt.policy_never && opt.hint_never))
 		usage();
 
 	/* Where this runs: libelide loaded and eliding, with what aborts. */
@@ -650,7 +742,8 @@ int main(int argc, char **argv)
 		return EXIT_SKIP;
 	}
 	printf("abort-regime: lock=%s%s section=%s threads=%u iterations=%lu mode=%s regime=%s (%s)\n",
-	       lock_names[opt.lock], opt.policy_never ? " policy=never" : "", opt.syscall_section ? "syscall" : "counter",
+	       lock_names[opt.lock], opt.policy_never ? " policy=never" : opt.hint_never ? " hint=never" : "",
+	       opt.syscall_section ? "syscall" : "counter",
 	       opt.threads, opt.iterations,
 	       mode_on ? "on" : "adaptive", regime == REGIME_RTM ? "rtm" : "simulated", snap->header.status_reason);
 	seg_snapshot_free(snap);
@@ -661,6 +754,9 @@ int main(int argc, char **argv)
 
 		if (r)
 			die("setting the lock's policy to never: %s", strerror(r < 0 ? -r : r));
+	} else if (opt.hint_never) {
+		write_hint_never();
+		track_first();
 	} else if (!mode_on) {
 		warm_up();
 	}
@@ -706,7 +802,7 @@ int main(int argc, char **argv)
 			continue;
 		}
 		print_entry(&sides[i], e);
-		if (opt.policy_never)
+		if (opt.policy_never || opt.hint_never)
 			judge_never(&sides[i], e);
 		else if (mode_on)
 			judge_mode_on(&sides[i], e, reads + writes, regime, sim_stat);
@@ -714,7 +810,7 @@ int main(int argc, char **argv)
 			judge_adaptive(&sides[i], e, reads + writes, regime, sim_stat);
 	}
 	/* Read and write side together: sampled from one stream per thread. */
-	if (nsides == 2 && !failures && !opt.policy_never) {
+	if (nsides == 2 && !failures && !opt.policy_never && !opt.hint_never) {
 		const struct elide_seg_lock *r = find_entry(snap, ELIDE_SEG_KIND_RWLOCK_READ);
 		const struct elide_seg_lock *w = find_entry(snap, ELIDE_SEG_KIND_RWLOCK_WRITE);
 		uint64_t both = r->stats[ELIDE_SEG_STAT_ACQUIRED] + w->stats[ELIDE_SEG_STAT_ACQUIRED];

@@ -222,3 +222,7 @@ tests_integration_map_lock_SOURCES = tests/integration/map-lock.c
 tests_integration_map_lock_LDADD = -lpthread
 TESTS += tests/integration/test-elided-symbolizer.sh
 EXTRA_DIST += tests/integration/test-elided-symbolizer.sh
+
+# elided's learned-policy store (issue 16): learn, restart, zero attempts.
+TESTS += tests/integration/test-elided-learned.sh
+EXTRA_DIST += tests/integration/test-elided-learned.sh

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * make-segment DIR PID: write a fixed, deterministic segment for the live
- * process PID into DIR, for elidectl's golden tests (list and show, table
- * and JSON).  Every number is chosen, none measured: the output of
+ * make-segment DIR PID [learned]: write a fixed, deterministic segment for
+ * the live process PID into DIR, for elidectl's golden tests (list and
+ * show, table and JSON).  With "learned", the lock that the configuration
+ * turned off was turned off by a verdict of earlier runs instead.  Every number is chosen, none measured: the output of
  * elidectl on it depends only on PID and the caller's user name, which the
  * test masks.  created_ns is 0 so that no age or rate depends on the clock.
  */
@@ -46,8 +47,8 @@ int main(int argc, char **argv)
 	pid_t pid;
 	int fd, r;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s DIR PID\n", argv[0]);
+	if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[3], "learned") != 0)) {
+		fprintf(stderr, "usage: %s DIR PID [learned]\n", argv[0]);
 		return 2;
 	}
 	pid = (pid_t)atoi(argv[2]);
@@ -86,7 +87,7 @@ int main(int argc, char **argv)
 		 "table_lock", 98765432);
 	set_lock(&locks[4], ELIDE_SEG_KIND_RWLOCK_WRITE, ELIDE_SEG_STATE_OFF_POLICY, ELIDE_SEG_REASON_DAEMON, 0x2000,
 		 "table_lock", 42);
-	locks[4].ctl_source = ELIDE_SEG_SOURCE_CONFIG;
+	locks[4].ctl_source = argc == 4 ? ELIDE_SEG_SOURCE_LEARNED : ELIDE_SEG_SOURCE_CONFIG;
 
 	snprintf(path, sizeof(path), "%s/%d-%llu%s", argv[1], (int)pid, (unsigned long long)start, ELIDE_SEG_SUFFIX);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -21,7 +21,9 @@
 # threads, in adaptive mode; then mode=on twice (a conflict and the busy
 # status): a throttled acquisition must neither retry nor wait, and skips
 # the next 3; and a lock annotated never, in both modes: no attempt, every
-# acquisition counted once.
+# acquisition counted once; and the same for a lock that elided's hint table
+# says never (a verdict learned from earlier runs, issue 16), whose entry
+# then reads ctl_policy never, ctl_source learned.
 #
 # With usable RTM the simulation is ignored: the same workloads then run
 # with a getppid() inside every section, which aborts every real
@@ -96,6 +98,8 @@ simulated)
 		for lock in mutex rwlock-read-90-10; do
 			check "mode=$mode, policy never: $lock, no attempt, every acquisition counted once" \
 				mode=$mode 0x6 --policy never --lock "$lock" --threads 2 --iterations "$iterations"
+			check "mode=$mode, learned never (hint): $lock, no attempt, entry reads learned" \
+				mode=$mode 0x6 --hint never --lock "$lock" --threads 2 --iterations "$iterations"
 		done
 	done
 	;;
@@ -110,6 +114,9 @@ rtm)
 	done
 	check "mode=on, real RTM, syscall in the section: mutex, one attempt, then 3 skipped" \
 		mode=on "" --section syscall --lock mutex --threads 2 --iterations "$iterations"
+	check "adaptive, real RTM, learned never (hint): rwlock-read-90-10, no attempt, entry reads learned" \
+		mode=adaptive "" --section syscall --hint never --lock rwlock-read-90-10 --threads 2 \
+		--iterations "$iterations"
 	;;
 *)
 	echo "FAIL: abort-regime --regime said '$regime'" >&2

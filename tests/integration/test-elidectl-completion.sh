@@ -47,6 +47,9 @@ reg=$(bash --norc -c 'source "$1"; complete -p elidectl' _ "$comp")
 check "set show status" elidectl s
 check "check-config" elidectl ch
 check "reload reset run" elidectl r
+check "learned list" elidectl l
+check "forget" elidectl f
+check "AGE" elidectl learned -o AG
 check "--no-color --no-legend --no-pager" elidectl --no-
 check "--json --json=pretty --json=short" elidectl list --js
 check "capacity commits conflict cycles" elidectl show 1 --sort c
@@ -108,6 +111,7 @@ fcheck() {
 if command -v fish >/dev/null; then
 	HOME=$tmp fish -n "$fcomp" && echo "ok: fish -n $fcomp" || { echo "FAIL: fish -n $fcomp" >&2; failures=$((failures + 1)); }
 	fcheck "set show status" "elidectl s"
+	fcheck "learned list" "elidectl l"
 	fcheck "--json=pretty --json=short" "elidectl --json="
 	fcheck "LOCK,CYCLES-LOST" "elidectl show -o LOCK,CY"
 	fcheck "$sp" "elidectl --runtime-dir $tmp/run show "

@@ -120,5 +120,20 @@ done
 grep -q "(elided)" "$tmp/show.txt" "$tmp/show-full.txt" && fail "a lock is still \"off (elided)\"" ||
 	echo "ok: no \"(elided)\" wording"
 
+# The same lock turned off by a verdict of earlier runs (issue 16): the
+# table says so, and JSON's decided_by names the source.
+mkdir "$tmp/run-learned"
+if "$mkseg" "$tmp/run-learned" "$sp" learned >/dev/null; then
+	out=$("$elidectl" --runtime-dir "$tmp/run-learned" show "$sp")
+	[[ "$out" == *"off (learned)"* ]] && echo "ok: a learned verdict reads \"off (learned)\"" ||
+		fail "no \"off (learned)\" in: $out"
+	by=$("$elidectl" --runtime-dir "$tmp/run-learned" show "$sp" --json=short |
+		jq -r '.locks[] | select(.index == 4) | "\(.reason) \(.decided_by)"')
+	[ "$by" = "learned learned" ] && echo "ok: JSON says reason and decided_by learned" ||
+		fail "JSON reason and decided_by are '$by', want 'learned learned'"
+else
+	fail "make-segment ... learned"
+fi
+
 [ $failures -eq 0 ] || exit 1
 echo "all golden checks passed"

@@ -5,8 +5,9 @@
 # bus (dbus-daemon), a private runtime directory and a temporary
 # configuration, with real workloads under libelide (started by
 # `elidectl run`): status, list, show (PID and EXE), set/reset (process and
-# lock), reload, check-config, hw, run, top (one-shot and on a pty), -H,
-# and the error paths: unknown pid, unknown lock, invalid mode, permission
+# lock), reload, learned and forget (and show's "off (learned, AGE ago)"
+# for a lock a finished run taught "never"), check-config, hw, run, top
+# (one-shot and on a pty), -H, and the error paths: unknown pid, unknown lock, invalid mode, permission
 # denied (as nobody, when root), invalid config, daemon not running.
 # Exit statuses are checked against elidectl(1): 0 ok, 1 failure, 2 usage,
 # 3 not found, 4 permission denied, 5 elided not running.
@@ -54,6 +55,8 @@ start_daemon() {
 # ---- daemon not running (nothing owns the name) ---------------------------
 expect 5 "elided is not running.*start it with: systemctl start elided" "set without elided says how to start it" -- "$elidectl" set 1 off
 expect 5 "elided is not running" "reload without elided" -- "$elidectl" reload
+expect 5 "elided is not running" "learned without elided" -- "$elidectl" learned
+expect 5 "elided is not running" "forget without elided" -- "$elidectl" forget
 expect 5 "not running" "status without elided" -- "$elidectl" status
 expect 0 "elided is not running: reading segments directly \(read-only\)" "list falls back to the segments" \
 	-- "$elidectl" list
@@ -165,6 +168,55 @@ expect 2 "invalid mode" "set: invalid mode" -- "$elidectl" set "$wa" sometimes
 expect 2 "usage" "set: missing mode" -- "$elidectl" set "$wa"
 expect 2 "--lock applies" "--lock on list" -- "$elidectl" list --lock x
 
+# ---- learned and forget ------------------------------------------------------------
+# A run that tries 200+ transactions and commits none (ELIDE_SIM_ABORT)
+# teaches "never elide"; the program's next run starts with those locks off.
+cp "$workload" "$tmp/wl-learn"
+elrun -- "$tmp/wl-learn" --seconds 3 >/dev/null &
+wl1=$!; pids+=("$wl1")
+poll 15 listed "$wl1" && ok "learn: first run of wl-learn adopted" || fail "wl-learn (pid $wl1) not listed"
+wait "$wl1"
+learned_never() {
+	local j
+	j=$("$elidectl" learned --json) || return 1
+	jq -e --arg e "$tmp/wl-learn" '[.[] | select(.exe == $e and .verdict == "never")] | length > 0' <<<"$j"
+}
+poll 15 learned_never && ok "learned --json: wl-learn's locks learned as never" \
+	|| fail "learned after wl-learn's run: $("$elidectl" learned --json)"
+expect 0 "" "learned (table)" -- "$elidectl" learned
+grep -qE "^PROGRAM +LOCK +VERDICT +RUNS +ATTEMPTS +COMMITS +AGE$" "$tmp/out" && grep -qE "^$tmp/wl-learn +data:.* never +1 " "$tmp/out" \
+	&& grep -qE "^[0-9]+ learned decisions?\.$" "$tmp/out" && ok "learned table" || fail "learned table: $(cat "$tmp/out")"
+"$elidectl" learned --json | jq -e '.[0] | (.uid | type == "number") and (.program | startswith("path:")) and (.first_learned > 0) and (.runs >= 1) and has("aborts")' >/dev/null \
+	&& ok "learned --json fields" || fail "learned --json: $("$elidectl" learned --json)"
+expect 0 "" "learned -o +USER,UPDATED" -- "$elidectl" learned -o +USER,UPDATED
+head -1 "$tmp/out" | grep -qE "AGE +USER +UPDATED$" && ok "learned -o" || fail "learned -o: $(head -1 "$tmp/out")"
+expect 2 "" "learned -o bogus" -- "$elidectl" learned -o bogus
+expect 2 "no arguments" "learned takes no arguments" -- "$elidectl" learned x
+
+elrun -- "$tmp/wl-learn" --seconds 60 --delay-ms 1500 >/dev/null &
+wl2=$!; pids+=("$wl2")
+# (jq -e passes on empty input: show must have answered.)
+learned_off() {
+	local j
+	j=$("$elidectl" show "$wl2" --json) || return 1
+	jq -e '[.locks[] | select(.decided_by == "learned" and .reason == "learned" and .state == "off" and (.learned_since | type == "number"))] | length > 0' <<<"$j"
+}
+poll 20 learned_off && ok "show --json: the second run's lock is off, decided_by learned, learned_since set" \
+	|| fail "second run of wl-learn: $("$elidectl" show "$wl2" --json)"
+"$elidectl" show "$wl2" | grep -qE " off \(learned, [0-9]+[smhd] ago\)$" && ok "show: off (learned, AGE ago)" \
+	|| fail "show table of the second run: $("$elidectl" show "$wl2")"
+"$elidectl" list | grep -qE "^ *$wl2 .* off \(learned\) " && ok "list: the second run is off (learned)" \
+	|| fail "list with the second run: $("$elidectl" list)"
+
+expect 2 "absolute path" "forget: a base name" -- "$elidectl" forget wl-learn
+expect 2 "usage" "forget: two arguments" -- "$elidectl" forget /a /b
+expect 0 "^forgot 0 learned decisions of /nonexistent/prog$" "forget: an unknown program" -- "$elidectl" forget /nonexistent/prog
+expect 0 "^forgot [1-9][0-9]* learned decisions? of $tmp/wl-learn$" "forget EXE" -- "$elidectl" forget "$tmp/wl-learn"
+[ "$("$elidectl" learned --json | jq --arg e "$tmp/wl-learn" '[.[] | select(.exe == $e)] | length')" = 0 ] \
+	&& ok "forget EXE: its entries are gone" || fail "after forget: $("$elidectl" learned --json)"
+[ "$("$elidectl" forget --json | jq -r '.forgotten | type')" = number ] && ok "forget --json" || fail "forget --json"
+kill "$wl2" 2>/dev/null; wait "$wl2" 2>/dev/null
+
 # ---- reload and check-config ----------------------------------------------------
 cp "$tmp/elide.conf" "$tmp/good.conf"
 expect 0 "configuration OK" "check-config FILE (good)" -- "$elidectl" check-config "$tmp/good.conf"
@@ -237,6 +289,15 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
 	expect 4 "[Pp]ermission denied" "nobody: show root's process" -- "${nobody[@]}" "$elidectl" show "$wa"
 	expect 4 "[Pp]ermission denied" "nobody: reset root's process" -- "${nobody[@]}" "$elidectl" reset "$wa"
 	expect 4 "[Pp]ermission denied" "nobody: reload" -- "${nobody[@]}" "$elidectl" reload
+	# What root's runs taught is root's: nobody neither sees nor forgets it.
+	elrun -- "$tmp/wl-learn" --seconds 3 >/dev/null &
+	wl3=$!; pids+=("$wl3")
+	wait "$wl3"
+	poll 15 learned_never && ok "root's run of wl-learn learned again" || fail "wl-learn not learned again"
+	n=$("${nobody[@]}" "$elidectl" learned --json | jq length)
+	[ "$n" = 0 ] && ok "nobody sees none of root's learned decisions" || fail "nobody sees $n learned decisions"
+	expect 0 "^forgot 0 learned decisions$" "nobody: forget forgets none of root's" -- "${nobody[@]}" "$elidectl" forget
+	learned_never >/dev/null && ok "root's learned decisions survive nobody's forget" || fail "nobody's forget took root's"
 	n=$("${nobody[@]}" "$elidectl" list --json | jq length)
 	[ "$n" = 0 ] && ok "nobody lists none of root's processes" || fail "nobody sees $n"
 	# nobody's own process: seen and steered.

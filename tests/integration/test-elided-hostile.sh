@@ -45,6 +45,7 @@ done
 	skip "ulimit -u is too low for $FLOOD_PROCS processes"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/elided-hostile.XXXXXX") || exit 1
+export ELIDE_STATE_DIR="$tmp/state"
 chmod 755 "$tmp"
 pids=()
 daemon=

@@ -13,6 +13,7 @@ elided="$top_builddir/elided/elided"
 listen="$top_builddir/tests/integration/notify-listen"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/elided-svc.XXXXXX") || exit 1
+export ELIDE_STATE_DIR="$tmp/state"
 trap 'kill $daemon $listener 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
 daemon= listener=
 failures=0

@@ -73,6 +73,10 @@ tl_setup() {
 	tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") || exit 1
 	# Readable by others: the other-user checks connect to the bus in here.
 	chmod 755 "$tmp"
+	# What elided learns stays in the test's own directory (never the
+	# system's state directory, never shared by tests running side by side).
+	ELIDE_STATE_DIR="$tmp/state"
+	export ELIDE_STATE_DIR
 	trap tl_cleanup EXIT
 	trap 'exit 1' HUP INT TERM
 }

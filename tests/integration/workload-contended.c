@@ -5,7 +5,9 @@
  * Four threads hammer a static mutex (cache_lock) and a global rwlock
  * (table_lock) until --seconds N pass (default 5) or SIGTERM/SIGINT comes,
  * then exit normally, so libelide removes its segment.  Prints "ready" on
- * stdout once every thread runs.  The lock names are what the test expects
+ * stdout once every thread runs.  --delay-ms N waits N ms before starting
+ * the threads, as a program's own start-up would (elided's learning test:
+ * the locks are first contended after the daemon adopted the process).  The lock names are what the test expects
  * elidectl to find in the symbol tables (.symtab for the static one).
  *
  * Exit status: 0, or 1 when the counters disagree (a lock failed to
@@ -83,8 +85,9 @@ static void *worker_loop(void *arg)
 
 static int usage(const char *prog)
 {
-	fprintf(stderr, "Usage: %s [--seconds N] [--drop-to UID]\n"
-		"  --drop-to UID  become UID (and its group) after start-up, as servers do\n", prog);
+	fprintf(stderr, "Usage: %s [--seconds N] [--drop-to UID] [--delay-ms N]\n"
+		"  --drop-to UID  become UID (and its group) after start-up, as servers do\n"
+		"  --delay-ms N   wait N ms before the threads start\n", prog);
 	return 1;
 }
 
@@ -93,6 +96,7 @@ int main(int argc, char **argv)
 	static const struct option options[] = {
 		{ "seconds", required_argument, NULL, 's' },
 		{ "drop-to", required_argument, NULL, 'u' },
+		{ "delay-ms", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
@@ -100,16 +104,22 @@ int main(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct timespec start, now, nap = { 0, 20 * 1000 * 1000 };
 	uint64_t hits = 0, writes = 0, slots = 0;
-	long seconds = 5, drop_to = -1;
+	long seconds = 5, drop_to = -1, delay_ms = 0;
 	char *end;
 	int c, r;
 
-	while ((c = getopt_long(argc, argv, "s:u:h", options, NULL)) >= 0) {
+	while ((c = getopt_long(argc, argv, "s:u:d:h", options, NULL)) >= 0) {
 		switch (c) {
 		case 'u':
 			errno = 0;
 			drop_to = strtol(optarg, &end, 10);
 			if (errno || *end || end == optarg || drop_to < 0)
+				return usage(argv[0]);
+			break;
+		case 'd':
+			errno = 0;
+			delay_ms = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || delay_ms < 0 || delay_ms > 60000)
 				return usage(argv[0]);
 			break;
 		case 's':
@@ -130,6 +140,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	if (delay_ms > 0) {
+		struct timespec d = { delay_ms / 1000, (delay_ms % 1000) * 1000000L };
+
+		while (nanosleep(&d, &d) < 0 && errno == EINTR)
+			;
+	}
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);

@@ -432,7 +432,7 @@ done
 left=$(while read -r f; do [ -e "$f" ] || [ -L "$f" ] && echo "$f"; done < "$tmp/files")
 [ -z "$left" ] && ok "none of the $(wc -l < "$tmp/files") installed files is left" ||
 	fail "files left after purge: $left"
-for f in /etc/elide.conf /etc/elide.conf.d "$wants" \
+for f in /etc/elide.conf /etc/elide.conf.d "$wants" /var/lib/elide \
 	/var/lib/systemd/deb-systemd-helper-enabled/elided.service.dsh-also \
 	/var/lib/systemd/deb-systemd-helper-enabled/multi-user.target.wants/elided.service \
 	/var/lib/systemd/deb-systemd-helper-masked/elided.service; do

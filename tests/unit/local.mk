@@ -48,7 +48,7 @@ tests_unit_test_discovery_CFLAGS = $(UNIT_CFLAGS) $(SYSTEMD_CFLAGS) $(LIBBPF_CFL
 tests_unit_test_discovery_LDADD = $(UNIT_LDADD) $(SYSTEMD_LIBS) $(LIBBPF_LIBS)
 
 tests_unit_test_dbus_SOURCES = tests/unit/test-dbus.c elided/dbus.c elided/dbus.h elided/lock-names.c \
-	elided/events.c elided/events.h
+	elided/events.c elided/events.h elided/learned.c elided/learned.h
 tests_unit_test_dbus_CFLAGS = $(UNIT_CFLAGS) $(SYSTEMD_CFLAGS) -I$(top_srcdir)/elided -DTOP_SRCDIR=\"$(abs_top_srcdir)\"
 tests_unit_test_dbus_LDADD = $(UNIT_LDADD) $(SYSTEMD_LIBS) common/libelide-tools.la
 endif

@@ -8,7 +8,9 @@
  * The bus runs with a system-bus-like policy (method calls denied by
  * default) plus systemd/org.elide.elided1.conf, so the policy file is
  * tested too.  Run as root, a forked child drops to uid 1 to check what an
- * unprivileged caller sees.  Exits 77 when dbus-daemon is missing.
+ * unprivileged caller sees.  The learned-policy store is the real one
+ * (learned.c), with entries of both uids.  Exits 77 when dbus-daemon is
+ * missing.
  */
 #include <check.h>
 #include <errno.h>
@@ -34,6 +36,7 @@
 #include "events.h"
 #include "discovery.h"
 #include "elided.h"
+#include "learned.h"
 #include "macros.h"
 
 #define PID_A 4242      /* ours */
@@ -57,6 +60,8 @@ static struct {
 	pid_t owner_pid;        /* this process's owner "now" is owner_uid... */
 	uid_t owner_uid;
 	bool owner_gone;        /* ...or it has exited */
+	int forget;             /* elided_forget_learned calls */
+	uid_t forget_uid;       /* ...the uid of the last */
 } calls;
 
 static struct tracked_process proc_a, proc_b;
@@ -184,6 +189,36 @@ int elided_reset_override(struct elided *daemon, struct tracked_process *p, cons
 	return 0;
 }
 
+/* Since when cache_lock of PID_A has been "never elide" (its view says learned). */
+#define LEARNED_SINCE 1699990000
+#define LEARNED_NOW 1700000000
+#define LEARNED_MEMCACHED "path:/usr/bin/memcached:ino=1:mtime=2"
+
+int64_t elided_learned_since(const struct tracked_process *p, const struct lock_view *v)
+{
+	(void)p;
+	return v->learned == VIEW_LEARNED_OFF ? LEARNED_SINCE : -1;
+}
+
+/* As learning.c: the fixture's programs are "path:EXE:ino=1:mtime=2". */
+int elided_forget_learned(struct elided *daemon, uid_t uid, const char *exe, size_t *count)
+{
+	char program[256];
+
+	calls.forget++;
+	calls.forget_uid = uid;
+	*count = 0;
+	if (!daemon->learned)
+		return 0;
+	if (!exe || !*exe) {
+		*count = learned_store_forget(daemon->learned, uid, NULL);
+		return 0;
+	}
+	snprintf(program, sizeof(program), "path:%s:ino=1:mtime=2", exe);
+	*count = learned_store_forget(daemon->learned, uid, program);
+	return 0;
+}
+
 int elided_reload(struct elided *d, char *err, size_t errlen)
 {
 	calls.reload++;
@@ -298,6 +333,28 @@ static const uint64_t stats_lock_totals[ELIDE_SEG_NSTATS] = {
 	[ELIDE_SEG_STAT_ABORT_OTHER] = 1,
 };
 
+/* Three entries of ours (two programs), one of uid + 1 (invalid UTF-8 in its lock). */
+static void fill_learned(void)
+{
+	struct learned_entry never = { .verdict = LEARNED_NEVER, .runs = 3, .acquired = 5000, .attempts = 1000,
+				       .commits = 5 };
+	struct learned_entry elides = { .verdict = LEARNED_ELIDES, .runs = 1, .acquired = 900, .attempts = 800,
+					.commits = 790 };
+
+	never.aborts[LEARNED_ABORT_CONFLICT] = 900;
+	never.aborts[LEARNED_ABORT_CAPACITY] = 95;
+	elides.aborts[LEARNED_ABORT_OTHER] = 10;
+	ck_assert_int_eq(learned_store_new(LEARNED_PER_UID_CAP_DEFAULT, LEARNED_TOTAL_CAP_DEFAULT, &d.learned), 0);
+	ck_assert_int_eq(learned_store_put(d.learned, getuid(), LEARNED_MEMCACHED, "data:memcached+0x10", &never,
+					   LEARNED_NOW), 0);
+	ck_assert_int_eq(learned_store_put(d.learned, getuid(), LEARNED_MEMCACHED, "call:libc.so.6+0x99", &elides,
+					   LEARNED_NOW + 5), 0);
+	ck_assert_int_eq(learned_store_put(d.learned, getuid(), "path:/usr/bin/other:ino=1:mtime=2",
+					   "data:other+0x20", &never, LEARNED_NOW), 0);
+	ck_assert_int_eq(learned_store_put(d.learned, getuid() + 1, LEARNED_MEMCACHED, "data:odd\xff+0x10",
+					   &never, LEARNED_NOW), 0);
+}
+
 static void fill_state(void)
 {
 	struct lock_view *l;
@@ -343,6 +400,7 @@ static void fill_state(void)
 	l->state = ELIDE_SEG_STATE_OFF_ADAPT;
 	l->reason = ELIDE_SEG_REASON_ABORTS;
 	l->override = POLICY_MODE_OFF;
+	l->learned = VIEW_LEARNED_OFF;
 	l->rates[LOCK_RATE_ACQUIRED] = 50;
 	l->rates[LOCK_RATE_ATTEMPTS] = 10;
 	l->rates[LOCK_RATE_COMMITS] = 2;
@@ -403,6 +461,7 @@ static void fill_state(void)
 	snprintf(d.last_reload, sizeof(d.last_reload), "ok at start");
 	d.rtm_usable = true;
 	snprintf(d.rtm_reason, sizeof(d.rtm_reason), "RTM works (probe committed)");
+	fill_learned();
 }
 
 static void *server_main(void *arg)
@@ -459,6 +518,8 @@ static void teardown(void)
 		sd_bus_release_name(d.bus, ELIDED_BUS_NAME);
 	elided_bus_free(&d);
 	d.event = sd_event_unref(d.event);
+	learned_store_free(d.learned);
+	d.learned = NULL;
 }
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -601,6 +662,59 @@ static int get_locks(uint32_t pid, sd_bus_message **reply, struct lock_row *rows
 	}
 	ck_assert_int_ge(sd_bus_message_exit_container(*reply), 0);
 	return n;
+}
+
+struct learned_row {
+	uint32_t uid, runs;
+	const char *program, *lock, *verdict;
+	uint64_t acquired, attempts, commits, aborts;
+	int64_t first_learned, last_updated;
+};
+
+/* ListLearned into rows (strings point into *reply); the count or -errno.
+ * No Check: the unprivileged child calls it too. */
+static int list_learned(sd_bus *bus, sd_bus_message **reply, struct learned_row *rows, int max)
+{
+	_cleanup_bus_error_ sd_bus_error error = SD_BUS_ERROR_NULL;
+	int n = 0, r;
+
+	r = call(bus, "ListLearned", &error, reply, NULL);
+	if (r < 0)
+		return r;
+	r = sd_bus_message_enter_container(*reply, 'a', "(usssuttttxx)");
+	if (r < 0)
+		return r;
+	for (;;) {
+		struct learned_row row;
+
+		r = sd_bus_message_read(*reply, "(usssuttttxx)", &row.uid, &row.program, &row.lock, &row.verdict,
+					&row.runs, &row.acquired, &row.attempts, &row.commits, &row.aborts,
+					&row.first_learned, &row.last_updated);
+		if (r < 0)
+			return r;
+		if (r == 0)
+			break;
+		if (n < max)
+			rows[n] = row;
+		n++;
+	}
+	r = sd_bus_message_exit_container(*reply);
+	return r < 0 ? r : n;
+}
+
+/* ForgetLearned(exe): the count, or -errno. */
+static int64_t forget_learned(sd_bus *bus, const char *exe)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	_cleanup_bus_error_ sd_bus_error error = SD_BUS_ERROR_NULL;
+	uint32_t count;
+	int r;
+
+	r = call(bus, "ForgetLearned", &error, &reply, "s", exe);
+	if (r < 0)
+		return r;
+	r = sd_bus_message_read(reply, "u", &count);
+	return r < 0 ? (int64_t)r : (int64_t)count;
 }
 
 /* ---- tests --------------------------------------------------------------- */
@@ -915,6 +1029,120 @@ START_TEST(test_get_history)
 		ck_assert_int_eq(sd_bus_message_read(empty, "(tdddd)", &t, &acq, &com, &abo, &cyc), 0);
 	}
 	assert_call_error(ELIDED_ERROR_NO_SUCH_PROCESS, NULL, "GetHistory", "u", (uint32_t)1);
+}
+END_TEST
+
+START_TEST(test_get_learned)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *other = NULL;
+	_cleanup_bus_error_ sd_bus_error error = SD_BUS_ERROR_NULL;
+	const char *verdict;
+	uint32_t index;
+	int64_t since;
+
+	/* Of A's two locks, cache_lock (entry 3) runs under a learned "never". */
+	ck_assert_int_ge(call(client, "GetLearned", &error, &reply, "u", (uint32_t)PID_A), 0);
+	ck_assert_int_gt(sd_bus_message_enter_container(reply, 'a', "(usx)"), 0);
+	ck_assert_int_gt(sd_bus_message_read(reply, "(usx)", &index, &verdict, &since), 0);
+	ck_assert_uint_eq(index, 3);
+	ck_assert_str_eq(verdict, "never");
+	ck_assert_int_eq(since, LEARNED_SINCE);
+	ck_assert_int_eq(sd_bus_message_read(reply, "(usx)", &index, &verdict, &since), 0);
+
+	if (getuid() == 0) {
+		/* B has none. */
+		ck_assert_int_ge(call(client, "GetLearned", &error, &other, "u", (uint32_t)PID_B), 0);
+		ck_assert_int_ge(sd_bus_message_enter_container(other, 'a', "(usx)"), 0);
+		ck_assert_int_eq(sd_bus_message_read(other, "(usx)", &index, &verdict, &since), 0);
+	} else {
+		assert_call_error(SD_BUS_ERROR_ACCESS_DENIED, "Permission denied: process 4343 belongs to another user",
+				  "GetLearned", "u", (uint32_t)PID_B);
+	}
+	assert_call_error(ELIDED_ERROR_NO_SUCH_PROCESS, NULL, "GetLearned", "u", (uint32_t)1);
+}
+END_TEST
+
+START_TEST(test_list_learned)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *empty = NULL;
+	struct learned_row rows[8];
+	const struct learned_row *mine = NULL, *theirs = NULL;
+	int n;
+
+	n = list_learned(client, &reply, rows, 8);
+	ck_assert_int_ge(n, 0);
+	/* The store's order: uid, program, lock. */
+	for (int i = 0; i < n; i++) {
+		if (rows[i].uid == getuid() && !strcmp(rows[i].lock, "data:memcached+0x10"))
+			mine = &rows[i];
+		if (rows[i].uid == getuid() + 1)
+			theirs = &rows[i];
+	}
+	ck_assert_ptr_nonnull(mine);
+	ck_assert_str_eq(mine->program, LEARNED_MEMCACHED);
+	ck_assert_str_eq(mine->verdict, "never");
+	ck_assert_uint_eq(mine->runs, 3);
+	ck_assert_uint_eq(mine->acquired, 5000);
+	ck_assert_uint_eq(mine->attempts, 1000);
+	ck_assert_uint_eq(mine->commits, 5);
+	ck_assert_uint_eq(mine->aborts, 995);
+	ck_assert_int_eq(mine->first_learned, LEARNED_NOW);
+	ck_assert_int_eq(mine->last_updated, LEARNED_NOW);
+	ck_assert_str_eq(rows[1].lock, "data:memcached+0x10");
+	ck_assert_str_eq(rows[0].verdict, "elides");
+	ck_assert_uint_eq(rows[0].aborts, 10);
+	ck_assert_int_eq(rows[0].last_updated, LEARNED_NOW + 5);
+
+	if (getuid() != 0) {
+		/* Not root: only our own uid's entries. */
+		ck_assert_int_eq(n, 3);
+		ck_assert_ptr_null(theirs);
+	} else {
+		ck_assert_int_eq(n, 4);
+		ck_assert_ptr_nonnull(theirs);
+		/* Bytes from a path are made valid UTF-8, not a failed reply. */
+		ck_assert_str_eq(theirs->lock, "data:odd?+0x10");
+	}
+
+	/* Learning off: nothing, and no error. */
+	server_pause();
+	learned_store_free(d.learned);
+	d.learned = NULL;
+	server_start();
+	ck_assert_int_eq(list_learned(client, &empty, rows, 8), 0);
+}
+END_TEST
+
+START_TEST(test_forget_learned)
+{
+	if (getuid() == 0) {
+		/* Root forgets a program for every uid. */
+		ck_assert_int_eq(forget_learned(client, "/usr/bin/memcached"), 3);
+		ck_assert_uint_eq(calls.forget_uid, LEARNED_ANY_UID);
+		ck_assert_int_eq(forget_learned(client, "/usr/bin/memcached"), 0);
+		server_pause();
+		ck_assert_uint_eq(learned_store_count(d.learned), 1);
+		ck_assert_ptr_nonnull(learned_store_find(d.learned, getuid(), "path:/usr/bin/other:ino=1:mtime=2",
+							 "data:other+0x20"));
+		server_start();
+	} else {
+		/* Anyone else forgets only their own: uid + 1's entry stays. */
+		ck_assert_int_eq(forget_learned(client, ""), 3);
+		ck_assert_uint_eq(calls.forget_uid, getuid());
+		server_pause();
+		ck_assert_uint_eq(learned_store_count(d.learned), 1);
+		ck_assert_uint_eq(learned_store_uid_count(d.learned, getuid() + 1), 1);
+		server_start();
+	}
+	ck_assert_int_eq(forget_learned(client, ""), getuid() == 0 ? 1 : 0);
+
+	/* Learning off: 0, not an error. */
+	server_pause();
+	learned_store_free(d.learned);
+	d.learned = NULL;
+	server_start();
+	ck_assert_int_eq(forget_learned(client, ""), 0);
+	ck_assert_int_eq(forget_learned(client, "/usr/bin/memcached"), 0);
 }
 END_TEST
 
@@ -1479,6 +1707,9 @@ START_TEST(test_busctl_introspect)
 	ck_assert_ptr_nonnull(strstr(out, ".ProcessAdded"));
 	ck_assert_ptr_nonnull(strstr(out, ".Subscribe"));
 	ck_assert_ptr_nonnull(strstr(out, ".Unsubscribe"));
+	ck_assert_ptr_nonnull(strstr(out, ".GetLearned"));
+	ck_assert_ptr_nonnull(strstr(out, "a(usssuttttxx)"));
+	ck_assert_ptr_nonnull(strstr(out, ".ForgetLearned"));
 	ck_assert_ptr_nonnull(strstr(out, ".NProcesses"));
 	ck_assert_ptr_nonnull(strstr(out, "org.freedesktop.DBus.Properties"));
 }
@@ -1578,6 +1809,23 @@ static int unprivileged_child(uid_t uid)
 		return 18;
 	if (child_expect_error(bus, SD_BUS_ERROR_ACCESS_DENIED, NULL, "Reload", NULL, 0, NULL))
 		return 19;
+	if (child_expect_error(bus, SD_BUS_ERROR_ACCESS_DENIED,
+			       "Permission denied: process 4242 belongs to another user", "GetLearned", "u", PID_A,
+			       NULL))
+		return 21;
+	/* The store: only its own uid's entry, listed and forgotten. */
+	{
+		_cleanup_(sd_bus_message_unrefp) sd_bus_message *learned = NULL;
+		struct learned_row lrows[8];
+
+		n = list_learned(bus, &learned, lrows, 8);
+		if (n != 1 || lrows[0].uid != uid) {
+			fprintf(stderr, "test-dbus: unprivileged ListLearned: %d rows\n", n);
+			return 22;
+		}
+	}
+	if (forget_learned(bus, "") != 1)
+		return 23;
 	return child_signals(bus);
 }
 
@@ -1630,6 +1878,11 @@ START_TEST(test_unprivileged_caller)
 	ck_assert_int_eq(proc_a.override, POLICY_MODE_UNSET);
 	ck_assert_int_eq(calls.reset, 1); /* the signal hook */
 	ck_assert_int_eq(calls.reload, 0);
+	/* It forgot its own learned entry, none of root's. */
+	ck_assert_int_eq(calls.forget, 1);
+	ck_assert_uint_eq(calls.forget_uid, getuid() + 1);
+	ck_assert_uint_eq(learned_store_uid_count(d.learned, getuid() + 1), 0);
+	ck_assert_uint_eq(learned_store_uid_count(d.learned, getuid()), 3);
 }
 END_TEST
 
@@ -1801,6 +2054,9 @@ static Suite *dbus_suite(void)
 	tcase_add_test(tc, test_list_no_segment);
 	tcase_add_test(tc, test_get_locks);
 	tcase_add_test(tc, test_get_history);
+	tcase_add_test(tc, test_get_learned);
+	tcase_add_test(tc, test_list_learned);
+	tcase_add_test(tc, test_forget_learned);
 	tcase_add_test(tc, test_lock_names);
 	tcase_add_test(tc, test_overrides);
 	tcase_add_test(tc, test_fresh_owner);

@@ -2,7 +2,8 @@
 /*
  * libelide's lock records and adaptation, driven directly: abort
  * classification, contention gating, back-off growth and cap, the abort
- * ratio cut-off, overflow, detach and the PTHREAD_MUTEX_NORMAL attributes.
+ * ratio cut-off, overflow, detach, the PTHREAD_MUTEX_NORMAL attributes and
+ * the verdicts elided hands a new process in the control block's hints.
  */
 #include <check.h>
 #include <errno.h>
@@ -413,7 +414,7 @@ START_TEST(test_not_now_leaves_lock_unpinned)
 	reserve_error = -EAGAIN;
 	ck_assert_ptr_eq(registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL), overflow);
 	ck_assert_uint_eq(*mutex_idx_ptr(&m), 0);
-	ck_assert_ptr_null(registry_attach_own(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL, NULL));
+	ck_assert_ptr_null(registry_attach_own(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL, true, NULL));
 	reserve_error = 0;
 	rec = registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL);
 	ck_assert_ptr_ne(rec, overflow);
@@ -444,7 +445,7 @@ START_TEST(test_first_need_makes_the_file)
 	rec_note_abort(rec, _XABORT_CONFLICT, 0, 1);
 	ck_assert_uint_eq(lazy_calls, 2);
 	elide.control_seen = SEG_CONTROL_LAZY;
-	ck_assert_ptr_eq(registry_attach_own(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL, NULL), rec);
+	ck_assert_ptr_eq(registry_attach_own(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL, true, NULL), rec);
 	ck_assert_uint_eq(lazy_calls, 3);
 	/* Made (the stub clears the marker): no further calls. */
 	rec_note_contended(rec);
@@ -483,6 +484,266 @@ START_TEST(test_republish_after_switch)
 }
 END_TEST
 
+/* ---- hints: verdicts learned from earlier runs (issue 16) ------------- */
+
+static void add_hint(uint64_t addr, uint32_t match, uint32_t verdict)
+{
+	struct elide_seg_control *c = elide.seg_control;
+
+	c->hints[c->nhints++] = (struct elide_seg_hint){ .addr = addr, .match = match, .verdict = verdict };
+}
+
+/* The entry reads as elided's own "never" would, the lock never tries. */
+static void assert_learned_never(const struct lock_rec *rec)
+{
+	const struct elide_seg_lock *e = rec_entry(rec);
+
+	ck_assert_int_eq(gate(rec), GATE_NEVER);
+	ck_assert_uint_eq(e->ctl_policy, ELIDE_POLICY_NEVER + 1);
+	ck_assert_uint_eq(e->ctl_source, ELIDE_SEG_SOURCE_LEARNED);
+	ck_assert_uint_eq(rec->ctl_applied, ELIDE_POLICY_NEVER + 1);
+	ck_assert_uint_eq(e->state, ELIDE_SEG_STATE_OFF_POLICY);
+	ck_assert_uint_eq(e->reason, ELIDE_SEG_REASON_DAEMON);
+	ck_assert_uint_eq(e->policy, ELIDE_POLICY_NEVER);
+}
+
+/* No hint applied: a fresh record as ever. */
+static void assert_no_hint(const struct lock_rec *rec, int32_t want_gate)
+{
+	const struct elide_seg_lock *e = rec_entry(rec);
+
+	ck_assert_int_eq(gate(rec), want_gate);
+	ck_assert_uint_eq(e->ctl_policy, ELIDE_SEG_CTL_NONE);
+	ck_assert_uint_eq(e->ctl_source, ELIDE_SEG_SOURCE_NONE);
+	ck_assert_uint_eq(rec->ctl_applied, ELIDE_SEG_CTL_NONE);
+}
+
+START_TEST(test_hint_never_by_lock_addr)
+{
+	pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER, b = PTHREAD_MUTEX_INITIALIZER;
+	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+	struct lock_rec *ra, *rb, *rr, *rw_rd;
+
+	add_hint((uintptr_t)&a, ELIDE_SEG_HINT_LOCK_ADDR, ELIDE_SEG_HINT_NEVER);
+	add_hint((uintptr_t)&rw, ELIDE_SEG_HINT_LOCK_ADDR, ELIDE_SEG_HINT_NEVER);
+	ra = registry_attach(&a, mutex_idx_ptr(&a), LOCK_KIND_MUTEX, (void *)0x1234);
+	rb = registry_attach(&b, mutex_idx_ptr(&b), LOCK_KIND_MUTEX, (void *)0x1234);
+	assert_learned_never(ra);
+	assert_no_hint(rb, GATE_WATCH);
+	/* Both sides of an rwlock carry its address. */
+	rr = registry_attach(&rw, rwlock_idx_ptr(&rw, true), LOCK_KIND_RWLOCK_WRITE, NULL);
+	rw_rd = registry_attach(&rw, rwlock_idx_ptr(&rw, false), LOCK_KIND_RWLOCK_READ, NULL);
+	assert_learned_never(rr);
+	assert_learned_never(rw_rd);
+	/* Contention never makes it elide, and nothing backs it off. */
+	for (unsigned i = 0; i < 10 * elide.opts.contention; i++) {
+		rec_note_contended(ra);
+		rec_note_contended(rb);
+	}
+	ck_assert_int_eq(gate(ra), GATE_NEVER);
+	ck_assert_int_eq(gate(rb), GATE_ELIDE);
+	ck_assert_uint_eq(stat(ra, STAT_CONTENDED), 10 * elide.opts.contention);
+	rec_back_off(ra);
+	rec_probe_committed(ra);
+	ck_assert_int_eq(gate(ra), GATE_NEVER);
+	/* The program's own policy waits, as for elided's decisions. */
+	rec_set_policy(ra, ELIDE_POLICY_ALWAYS);
+	ck_assert_int_eq(gate(ra), GATE_NEVER);
+	ck_assert_uint_eq(atomic_load(&ra->own_policy), ELIDE_POLICY_ALWAYS);
+	/* Seeing an unchanged ctl_policy, libelide applies nothing again. */
+	registry_apply_lock_decisions();
+	assert_learned_never(ra);
+	/* A mode change keeps the decision and its reason. */
+	elide.opts.mode = ELIDE_MODE_ON;
+	registry_apply_mode();
+	ck_assert_int_eq(gate(ra), GATE_NEVER);
+	ck_assert_uint_eq(rec_entry(ra)->reason, ELIDE_SEG_REASON_DAEMON);
+}
+END_TEST
+
+START_TEST(test_hint_never_by_callsite)
+{
+	pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER, b = PTHREAD_MUTEX_INITIALIZER, c = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_t d = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *ra, *rb, *rc, *rd;
+
+	add_hint(0x4242, ELIDE_SEG_HINT_CALLSITE, ELIDE_SEG_HINT_NEVER);
+	/* A lock address is not a call site, nor the other way round. */
+	add_hint((uintptr_t)&c, ELIDE_SEG_HINT_CALLSITE, ELIDE_SEG_HINT_NEVER);
+	add_hint(0x5555, ELIDE_SEG_HINT_LOCK_ADDR, ELIDE_SEG_HINT_NEVER);
+	ra = registry_attach(&a, mutex_idx_ptr(&a), LOCK_KIND_MUTEX, (void *)0x4242);
+	rb = registry_attach(&b, mutex_idx_ptr(&b), LOCK_KIND_MUTEX, (void *)0x4242);
+	rc = registry_attach(&c, mutex_idx_ptr(&c), LOCK_KIND_MUTEX, (void *)0x4243);
+	rd = registry_attach(&d, mutex_idx_ptr(&d), LOCK_KIND_MUTEX, (void *)0x5555);
+	assert_learned_never(ra);
+	assert_learned_never(rb);
+	ck_assert_uint_eq(rec_entry(ra)->callsite, 0x4242);
+	assert_no_hint(rc, GATE_WATCH);
+	assert_no_hint(rd, GATE_WATCH);
+}
+END_TEST
+
+START_TEST(test_hint_elides)
+{
+	pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER, b = PTHREAD_MUTEX_INITIALIZER, c = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *ra, *rb, *rc;
+
+	add_hint(0x7777, ELIDE_SEG_HINT_CALLSITE, ELIDE_SEG_HINT_ELIDES);
+	/* Adaptive: elides at once, no ctl fields, and adapts as always. */
+	ra = registry_attach(&a, mutex_idx_ptr(&a), LOCK_KIND_MUTEX, (void *)0x7777);
+	assert_no_hint(ra, GATE_ELIDE);
+	ck_assert_uint_eq(rec_entry(ra)->state, ELIDE_SEG_STATE_ELIDING);
+	ck_assert_uint_eq(atomic_load(&ra->policy), ELIDE_POLICY_ADAPTIVE);
+	ck_assert(rec_adapts(ra));
+	rec_back_off(ra);
+	ck_assert_int_eq(gate(ra), (int32_t)elide.opts.skip);
+	/* A recursive (or robust, ...) lock stays never. */
+	rb = registry_attach(&b, mutex_idx_ptr(&b), LOCK_KIND_MUTEX, (void *)0x7777);
+	ck_assert_int_eq(gate(rb), GATE_ELIDE);
+	rec_set_type_unelidable(rb);
+	ck_assert_int_eq(gate(rb), GATE_NEVER);
+	/* A record made for a type libelide does not elide takes no hint,
+	 * not even until its type is marked. */
+	rc = registry_attach_own(&c, mutex_idx_ptr(&c), LOCK_KIND_MUTEX, (void *)0x7777, false, NULL);
+	assert_no_hint(rc, GATE_WATCH);
+	rec_set_type_normal(rc);
+	ck_assert_int_eq(gate(rc), GATE_NEVER);
+	ck_assert_uint_eq(rec_entry(rc)->reason, ELIDE_SEG_REASON_TYPE_NORMAL);
+}
+END_TEST
+
+START_TEST(test_hint_elides_by_mode)
+{
+	pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER, b = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *ra, *rb;
+
+	/* The process is off: no hint turns a lock on. */
+	setup_mode(ELIDE_MODE_OFF, 64);
+	add_hint(0x7777, ELIDE_SEG_HINT_CALLSITE, ELIDE_SEG_HINT_ELIDES);
+	ra = registry_attach(&a, mutex_idx_ptr(&a), LOCK_KIND_MUTEX, (void *)0x7777);
+	assert_no_hint(ra, GATE_NEVER);
+	ck_assert_uint_eq(atomic_load(&ra->reason), ELIDE_SEG_REASON_PROCESS_OFF);
+	/* mode=on elides anyway, for its own reason. */
+	setup_mode(ELIDE_MODE_ON, 64);
+	add_hint(0x7777, ELIDE_SEG_HINT_CALLSITE, ELIDE_SEG_HINT_ELIDES);
+	rb = registry_attach(&b, mutex_idx_ptr(&b), LOCK_KIND_MUTEX, (void *)0x7777);
+	assert_no_hint(rb, GATE_ELIDE);
+	ck_assert_uint_eq(atomic_load(&rb->reason), ELIDE_SEG_REASON_MODE_ON);
+	/* ...and a "never" still wins there. */
+	add_hint((uintptr_t)&a, ELIDE_SEG_HINT_LOCK_ADDR, ELIDE_SEG_HINT_NEVER);
+	pthread_mutex_init(&a, NULL);
+	ra = registry_attach(&a, mutex_idx_ptr(&a), LOCK_KIND_MUTEX, (void *)0x7778);
+	assert_learned_never(ra);
+}
+END_TEST
+
+/* The first hint that matches decides. */
+START_TEST(test_hint_first_match_wins)
+{
+	pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *ra;
+
+	add_hint(0x9999, ELIDE_SEG_HINT_CALLSITE, ELIDE_SEG_HINT_ELIDES);
+	add_hint((uintptr_t)&a, ELIDE_SEG_HINT_LOCK_ADDR, ELIDE_SEG_HINT_NEVER);
+	ra = registry_attach(&a, mutex_idx_ptr(&a), LOCK_KIND_MUTEX, (void *)0x9999);
+	assert_no_hint(ra, GATE_ELIDE);
+}
+END_TEST
+
+/* Garbage from another process changes nothing: out-of-range count,
+ * unknown match or verdict, address 0, bytes past the table. */
+START_TEST(test_hint_garbage)
+{
+	pthread_mutex_t locks[5];
+	struct elide_seg_control *c = elide.seg_control;
+	struct elide_seg_hint past = { 0, ELIDE_SEG_HINT_LOCK_ADDR, ELIDE_SEG_HINT_NEVER };
+	struct lock_rec *rec;
+
+	for (int i = 0; i < 5; i++)
+		pthread_mutex_init(&locks[i], NULL);
+	c->hints[0] = (struct elide_seg_hint){ (uintptr_t)&locks[0], 99, ELIDE_SEG_HINT_NEVER };
+	c->hints[1] = (struct elide_seg_hint){ (uintptr_t)&locks[1], ELIDE_SEG_HINT_LOCK_ADDR, 99 };
+	c->hints[2] = (struct elide_seg_hint){ 0, ELIDE_SEG_HINT_CALLSITE, ELIDE_SEG_HINT_NEVER };
+	c->hints[3] = (struct elide_seg_hint){ (uintptr_t)&locks[2], ELIDE_SEG_HINT_NONE, ELIDE_SEG_HINT_NEVER };
+	/* The last slot still counts: nhints is clamped, not refused. */
+	c->hints[ELIDE_SEG_MAX_HINTS - 1] =
+		(struct elide_seg_hint){ (uintptr_t)&locks[3], ELIDE_SEG_HINT_LOCK_ADDR, ELIDE_SEG_HINT_NEVER };
+	/* What would be hints[ELIDE_SEG_MAX_HINTS] lies in the reserved bytes. */
+	past.addr = (uintptr_t)&locks[4];
+	memcpy(c->reserved, &past, sizeof(past));
+	c->nhints = 0xffffffff;
+	for (int i = 0; i < 5; i++) {
+		/* Call site NULL against the hint with address 0. */
+		rec = registry_attach(&locks[i], mutex_idx_ptr(&locks[i]), LOCK_KIND_MUTEX, NULL);
+		if (i == 3)
+			assert_learned_never(rec);
+		else
+			assert_no_hint(rec, GATE_WATCH);
+	}
+	/* No segment at all: no hints, no crash. */
+	{
+		pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+		struct elide_seg_control *saved = elide.seg_control;
+
+		elide.seg_control = NULL;
+		rec = registry_attach(&m, mutex_idx_ptr(&m), LOCK_KIND_MUTEX, NULL);
+		elide.seg_control = saved;
+		assert_no_hint(rec, GATE_WATCH);
+	}
+}
+END_TEST
+
+/* elided takes its decision back (a re-probe): the lock adapts again, and
+ * later decisions work as ever. */
+START_TEST(test_hint_then_daemon_decides)
+{
+	pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *ra;
+
+	add_hint((uintptr_t)&a, ELIDE_SEG_HINT_LOCK_ADDR, ELIDE_SEG_HINT_NEVER);
+	ra = registry_attach(&a, mutex_idx_ptr(&a), LOCK_KIND_MUTEX, NULL);
+	assert_learned_never(ra);
+	rec_entry(ra)->ctl_policy = ELIDE_SEG_CTL_NONE;
+	rec_entry(ra)->ctl_source = ELIDE_SEG_SOURCE_NONE;
+	registry_apply_lock_decisions();
+	ck_assert_uint_eq(ra->ctl_applied, ELIDE_SEG_CTL_NONE);
+	ck_assert_int_eq(gate(ra), GATE_WATCH);
+	ck_assert_uint_eq(rec_entry(ra)->reason, ELIDE_SEG_REASON_UNCONTENDED);
+	ck_assert_uint_eq(atomic_load(&ra->policy), ELIDE_POLICY_ADAPTIVE);
+	for (unsigned i = 0; i < elide.opts.contention; i++)
+		rec_note_contended(ra);
+	ck_assert_int_eq(gate(ra), GATE_ELIDE);
+	/* The program's own policy applies again... */
+	rec_set_policy(ra, ELIDE_POLICY_NEVER);
+	ck_assert_int_eq(gate(ra), GATE_NEVER);
+	ck_assert_uint_eq(rec_entry(ra)->reason, ELIDE_SEG_REASON_POLICY_NEVER);
+	/* ...until elided decides again, from any source. */
+	rec_entry(ra)->ctl_policy = ELIDE_POLICY_ALWAYS + 1;
+	rec_entry(ra)->ctl_source = ELIDE_SEG_SOURCE_OVERRIDE;
+	registry_apply_lock_decisions();
+	ck_assert_int_eq(gate(ra), GATE_ELIDE);
+	ck_assert_uint_eq(rec_entry(ra)->reason, ELIDE_SEG_REASON_DAEMON);
+}
+END_TEST
+
+/* A recycled record forgets the verdict of its previous lock. */
+START_TEST(test_hint_not_inherited)
+{
+	pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER, b = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *ra, *rb;
+
+	add_hint((uintptr_t)&a, ELIDE_SEG_HINT_LOCK_ADDR, ELIDE_SEG_HINT_NEVER);
+	ra = registry_attach(&a, mutex_idx_ptr(&a), LOCK_KIND_MUTEX, NULL);
+	assert_learned_never(ra);
+	registry_detach(mutex_idx_ptr(&a));
+	rb = registry_attach(&b, mutex_idx_ptr(&b), LOCK_KIND_MUTEX, NULL);
+	ck_assert_ptr_eq(rb, ra);
+	assert_no_hint(rb, GATE_WATCH);
+	ck_assert_uint_eq(rec_entry(rb)->reason, ELIDE_SEG_REASON_UNCONTENDED);
+	ck_assert_uint_eq(atomic_load(&rb->policy), ELIDE_POLICY_ADAPTIVE);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("registry");
@@ -510,6 +771,14 @@ int main(void)
 	tcase_add_test(tc, test_not_now_leaves_lock_unpinned);
 	tcase_add_test(tc, test_first_need_makes_the_file);
 	tcase_add_test(tc, test_republish_after_switch);
+	tcase_add_test(tc, test_hint_never_by_lock_addr);
+	tcase_add_test(tc, test_hint_never_by_callsite);
+	tcase_add_test(tc, test_hint_elides);
+	tcase_add_test(tc, test_hint_elides_by_mode);
+	tcase_add_test(tc, test_hint_first_match_wins);
+	tcase_add_test(tc, test_hint_garbage);
+	tcase_add_test(tc, test_hint_then_daemon_decides);
+	tcase_add_test(tc, test_hint_not_inherited);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

@@ -673,11 +673,14 @@ END_TEST
 START_TEST(test_write_control)
 {
 	WITH_SEG(s, 8, 2);
-	struct elide_seg_control c = { .generation = 999, .mode = ELIDE_SEG_MODE_OFF, .retries = 3 };
+	struct elide_seg_control c = { .generation = 999, .mode = ELIDE_SEG_MODE_OFF, .retries = 3, .nhints = 2 };
 	struct seg_snapshot *snap;
 	char err[SEG_ERR_MAX];
 	uint64_t prev = 0;
 
+	c.hints[0] = (struct elide_seg_hint){ 0x7f0000001000, ELIDE_SEG_HINT_LOCK_ADDR, ELIDE_SEG_HINT_NEVER };
+	c.hints[ELIDE_SEG_MAX_HINTS - 1] = (struct elide_seg_hint){ 0x401234, ELIDE_SEG_HINT_CALLSITE,
+								     ELIDE_SEG_HINT_ELIDES };
 	seg_write(&s);
 	for (int round = 0; round < 2; round++) {
 		ck_assert_int_eq(seg_write_control(dfd, s.name, &c, err, sizeof(err)), 0);
@@ -686,6 +689,9 @@ START_TEST(test_write_control)
 		ck_assert_uint_gt(snap->control.generation, prev);
 		ck_assert_uint_eq(snap->control.mode, ELIDE_SEG_MODE_OFF);
 		ck_assert_uint_eq(snap->control.retries, c.retries);
+		/* The hint table is written and read with the rest of the block. */
+		ck_assert_uint_eq(snap->control.nhints, 2);
+		ck_assert_mem_eq(&snap->control.hints, &c.hints, sizeof(c.hints));
 		/* The rest of the file is untouched. */
 		ck_assert_mem_eq(&snap->header, s.buf, sizeof(snap->header));
 		ck_assert_uint_eq(snap->nlocks, 3);
@@ -739,6 +745,17 @@ START_TEST(test_write_lock_policy)
 	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 8, 1, ELIDE_SEG_SOURCE_OVERRIDE, err, sizeof(err)), -ERANGE);
 	ck_assert_ptr_nonnull(strstr(err, "lock_capacity"));
 	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 2, 1, 9, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "ctl_source"));
+	/* LEARNED is the last source there is. */
+	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 2, ELIDE_POLICY_NEVER + 1, ELIDE_SEG_SOURCE_LEARNED, err,
+					       sizeof(err)), 0);
+	snap = read_ok(s.name, 0);
+	ck_assert_uint_eq(snap->locks[1].index, 2);
+	ck_assert_uint_eq(snap->locks[1].lock.ctl_policy, ELIDE_POLICY_NEVER + 1);
+	ck_assert_uint_eq(snap->locks[1].lock.ctl_source, ELIDE_SEG_SOURCE_LEARNED);
+	seg_snapshot_free(snap);
+	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 2, 1, ELIDE_SEG_SOURCE_LEARNED + 1, err, sizeof(err)),
+			 -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "ctl_source"));
 	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, UINT32_MAX, 1, ELIDE_SEG_SOURCE_OVERRIDE, err, sizeof(err)), -ERANGE);
 	ck_assert_int_eq(seg_write_lock_policy(dfd, s.name, 2, 4, ELIDE_SEG_SOURCE_OVERRIDE, err, sizeof(err)), -EINVAL);
@@ -828,6 +845,10 @@ START_TEST(test_to_string)
 	ck_assert_str_eq(seg_reason_to_string(UINT32_MAX), "?");
 	ck_assert_str_eq(seg_mode_to_string(ELIDE_SEG_MODE_ADAPTIVE), "adaptive");
 	ck_assert_str_eq(seg_mode_to_string(4), "?");
+	ck_assert_str_eq(seg_source_to_string(ELIDE_SEG_SOURCE_NONE), "");
+	ck_assert_str_eq(seg_source_to_string(ELIDE_SEG_SOURCE_ADAPTATION), "adaptation");
+	ck_assert_str_eq(seg_source_to_string(ELIDE_SEG_SOURCE_LEARNED), "learned");
+	ck_assert_str_eq(seg_source_to_string(ELIDE_SEG_SOURCE_LEARNED + 1), "?");
 	for (uint32_t i = 0; i < ELIDE_SEG_NREASONS; i++)
 		ck_assert_str_ne(seg_reason_to_string(i), "?");
 }
