@@ -57,14 +57,15 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
 	as_nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 fi
 
-# run_workload NAME [as-user-command...]: a 3.5 s run whose locks are first
-# contended 1.5 s after start, when elided has adopted it; its exit report
+# run_workload NAME [as-user-command...]: a run of 1.5 s + $run_seconds
+# (default 2) whose locks are first contended 1.5 s after start, when elided
+# has adopted it; its exit report
 # (every lock's aborts by cause) goes to $tmp/NAME.report.
 run_workload() {
 	local name=$1
 	shift
 	ELIDE_RUNTIME_DIR="$rundir" ELIDE_SIM_ABORT=0x6 ELIDE=report=1 \
-		LD_PRELOAD="${asan_first:+$asan_first }$lib_run" "$@" "$prog" --seconds 2 --delay-ms 1500 \
+		LD_PRELOAD="${asan_first:+$asan_first }$lib_run" "$@" "$prog" --seconds "${run_seconds:-2}" --delay-ms 1500 \
 		>"$tmp/$name.out" 2>"$tmp/$name.report" &
 	last=$!
 	pids+=("$last")
@@ -110,21 +111,24 @@ start_daemon
 poll 5 logged "learned policy: [1-9][0-9]* entries from $state/learned" && ok "restarted elided loaded the store" ||
 	fail "store not loaded: $(grep -i learn "$tmp/elided.log" | tail -n 3)"
 
-run_workload second
+run_seconds=8 run_workload second
 second=$last
 poll 10 adopted "$second" && ok "run 2 (pid $second) adopted" || fail "run 2 not adopted"
-show_json=
-for _ in $(seq 30); do
+# Both views are taken while run 2 is certainly alive: its lock shows up once
+# first contended, and the run lasts long enough for a slow machine to see it.
+show_json= show_text=
+for _ in $(seq 100); do
 	show_json=$("$elidectl" show "$second" --json 2>/dev/null) &&
-		echo "$show_json" | jq -e '.. | objects | select(.name? == "cache_lock")' >/dev/null 2>&1 && break
+		echo "$show_json" | jq -e '.. | objects | select(.name? == "cache_lock")' >/dev/null 2>&1 &&
+		show_text=$("$elidectl" show "$second" 2>&1) && break
 	sleep 0.1
 done
 echo "$show_json" | jq -e '.. | objects | select(.name? == "cache_lock") | select(.decided_by == "learned")' >/dev/null &&
 	ok "elidectl show: cache_lock decided_by learned" ||
 	fail "elidectl show --json of run 2: $(echo "$show_json" | jq -c '.. | objects | select(.name? == "cache_lock")' 2>/dev/null | head -c 600)"
-"$elidectl" show "$second" 2>/dev/null | grep "cache_lock" | grep -q "learned" &&
-	ok "elidectl show says why: $("$elidectl" show "$second" | grep cache_lock | tr -s ' ' | head -c 160)" ||
-	fail "elidectl show of run 2: $("$elidectl" show "$second" 2>&1 | head -n 12)"
+echo "$show_text" | grep "cache_lock" | grep -q "learned" &&
+	ok "elidectl show says why: $(echo "$show_text" | grep cache_lock | tr -s ' ' | head -c 160)" ||
+	fail "elidectl show of run 2: $(echo "$show_text" | head -n 12)"
 wait "$second"
 a=$(attempts_of second cache_lock)
 [ "$a" = 0 ] && ok "run 2: cache_lock made zero transaction attempts in the whole run" ||
