@@ -397,9 +397,8 @@ static inline void prefetch_for_write(const void *p)
  * invalidates the other CPUs' copies, which aborts every transaction
  * that has the lock in its read set (all of them: each reads the lock).
  */
-static inline void prefetch_if_failing(const void *lock, bool write_side)
+static inline void prefetch_if_failing(const void *lock, bool write_side, const struct lock_local *l)
 {
-	const struct lock_local *l = local_slot(lock, write_side);
 
 	if (l->key == lock_key(lock, write_side) && l->fail_streak >= STREAK_THROTTLE)
 		prefetch_for_write(lock);
@@ -414,9 +413,8 @@ static inline void prefetch_if_failing(const void *lock, bool write_side)
  * lock took is prefetched, and then costs the transactions running on it
  * one abort each.
  */
-static inline void prefetch_unless_eliding(const void *lock, bool write_side)
+static inline void prefetch_unless_eliding(const void *lock, bool write_side, const struct lock_local *l)
 {
-	const struct lock_local *l = local_slot(lock, write_side);
 
 	if (l->key != lock_key(lock, write_side) || l->fail_streak >= STREAK_THROTTLE)
 		prefetch_for_write(lock);
@@ -732,9 +730,9 @@ static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_
  * correct.  Inside an elided section the slow path decides (an rwlock's
  * relock must be seen there).
  */
-static inline bool takes_burst(const void *lock, bool write_side)
+/* l: local_slot(lock, write_side), which the caller computes once. */
+static inline bool takes_burst(const void *lock, bool write_side, struct lock_local *l)
 {
-	struct lock_local *l;
 	uintptr_t key = lock_key(lock, write_side);
 
 	if (likely(self.hot_key == key)) {
@@ -743,7 +741,6 @@ static inline bool takes_burst(const void *lock, bool write_side)
 		self.hot_burst--;
 		return true;
 	}
-	l = local_slot(lock, write_side);
 	if (l->key != key || l->burst == 0 || in_elided_section())
 		return false;
 	l->burst--;
@@ -906,11 +903,15 @@ static inline bool own_rwlock_read(const pthread_rwlock_t *rw)
 static inline bool rwlock_read_take(pthread_rwlock_t *rw)
 {
 	unsigned *word = &rw->__data.__readers;
-	unsigned r = __atomic_load_n(word, __ATOMIC_RELAXED);
+	unsigned r;
 
-	/* glibc says EDEADLK to a thread that holds it for writing. */
-	if (__atomic_load_n(&rw->__data.__cur_writer, __ATOMIC_RELAXED) == thread_tid())
-		return false;
+	/* The CAS below writes this line: fetch it exclusive at once, or the
+	 * load fetches it shared and the CAS pays a second transfer. */
+	prefetch_for_write(word);
+	r = __atomic_load_n(word, __ATOMIC_RELAXED);
+	/* A thread holding the lock for writing (glibc says EDEADLK to it)
+	 * sees its own write phase, so goes to glibc without a look at
+	 * __cur_writer: a writer holds the lock only in a write phase. */
 	while (!(r & RWLOCK_WRPHASE) && r < RWLOCK_READER_OVERFLOW - (1u << RWLOCK_READER_SHIFT)) {
 		if (__atomic_compare_exchange_n(word, &r, r + (1u << RWLOCK_READER_SHIFT), true, __ATOMIC_ACQUIRE,
 						__ATOMIC_RELAXED))
@@ -924,10 +925,12 @@ static inline bool rwlock_read_take(pthread_rwlock_t *rw)
 static inline bool rwlock_read_give(pthread_rwlock_t *rw)
 {
 	unsigned *word = &rw->__data.__readers;
-	unsigned r = __atomic_load_n(word, __ATOMIC_RELAXED);
+	unsigned r;
 
-	if (__atomic_load_n(&rw->__data.__cur_writer, __ATOMIC_RELAXED) == thread_tid())
-		return false;
+	/* As in rwlock_read_take(): exclusive at once; and the writer's own
+	 * unlock finds its write phase below, so goes to glibc. */
+	prefetch_for_write(word);
+	r = __atomic_load_n(word, __ATOMIC_RELAXED);
 	for (;;) {
 		unsigned readers = r >> RWLOCK_READER_SHIFT;
 
@@ -1046,23 +1049,26 @@ static __attribute__((noinline)) int mutex_acquire_slow(pthread_mutex_t *m, cons
  * index and the lock word share it) decides; the check is racy on purpose:
  * a lock that becomes held a moment later was simply not seen contended.
  */
-static inline bool mutex_takes_fast_path(const pthread_mutex_t *m)
+static inline __attribute__((always_inline)) bool mutex_takes_fast_path(const pthread_mutex_t *m)
 {
 	uint8_t path = elide.path;
+	struct lock_local *slot;
 
 	if (likely(path == PATH_OFF))
 		return true;
 	/* Bursts: a lock not elided now, or this thread's skip after a
-	 * throttled attempt (THROTTLED_SKIP). */
-	if (takes_burst(m, false))
+	 * throttled attempt (THROTTLED_SKIP).  The slot is computed once,
+	 * for the burst and the prefetch. */
+	slot = local_slot(m, false);
+	if (takes_burst(m, false, slot))
 		return true;
 	if (path == PATH_TRACK_ALL) {
-		prefetch_if_failing(m, false);
+		prefetch_if_failing(m, false, slot);
 		return false;
 	}
 	/* glibc writes this line next: ask for it exclusive now, or the read
 	 * below fetches it shared and glibc's CAS pays a second transfer. */
-	prefetch_unless_eliding(m, false);
+	prefetch_unless_eliding(m, false, slot);
 	return (glibc_mutex_idx_load(m) | mutex_word(m)) == 0;
 }
 
@@ -1269,21 +1275,23 @@ static __attribute__((noinline)) int rwlock_acquire_slow(pthread_rwlock_t *rw, e
 
 /* As for mutexes; "in use" includes other readers, whose count bounces the
  * lock's cache line between CPUs: exactly what read elision removes. */
-static inline bool rwlock_takes_fast_path(pthread_rwlock_t *rw, bool write)
+static inline __attribute__((always_inline)) bool rwlock_takes_fast_path(pthread_rwlock_t *rw, bool write)
 {
 	uint8_t path = elide.path;
+	struct lock_local *slot;
 
 	if (likely(path == PATH_OFF))
 		return true;
 	/* Bursts: a lock not elided now, or this thread's skip after a
 	 * throttled attempt (THROTTLED_SKIP). */
-	if (takes_burst(rw, write))
+	slot = local_slot(rw, write);
+	if (takes_burst(rw, write, slot))
 		return true;
 	if (path == PATH_TRACK_ALL) {
-		prefetch_if_failing(rw, write);
+		prefetch_if_failing(rw, write, slot);
 		return false;
 	}
-	prefetch_unless_eliding(rw, write); /* as for mutexes: glibc's atomic add comes next */
+	prefetch_unless_eliding(rw, write, slot); /* as for mutexes: glibc's atomic add comes next */
 	return __atomic_load_n(rwlock_idx_ptr(rw, write), __ATOMIC_RELAXED) == 0 && !rwlock_in_use(rw);
 }
 
