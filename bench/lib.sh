@@ -32,7 +32,7 @@ machine_lines() {
 	if grep -qw rtm /proc/cpuinfo 2>/dev/null; then
 		rtm="yes"
 	else
-		rtm="no (libelide passes through; glibc elision is inert)"
+		rtm="no (libelide watches contention, no transactions; libelide-off passes through; glibc elision is inert)"
 	fi
 	echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 	echo "- cpu: ${cpu:-unknown} ($(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?') online CPUs)"

@@ -57,6 +57,7 @@ enum elide_seg_mode {
 	ELIDE_SEG_MODE_ADAPTIVE = 1,
 	ELIDE_SEG_MODE_ON = 2,
 	ELIDE_SEG_MODE_OFF = 3,
+	ELIDE_SEG_MODE_WATCH = 4,     /* no transactions: contention, wait and hold times only */
 };
 
 /* lock.kind */
@@ -88,6 +89,7 @@ enum elide_seg_reason {
 	ELIDE_SEG_REASON_DAEMON = 7,      /* decision pushed by elided */
 	ELIDE_SEG_REASON_PROCESS_OFF = 8, /* the whole process is not eliding */
 	ELIDE_SEG_REASON_TYPE_UNELIDABLE = 9, /* recursive, errorcheck, robust, PI/PP or process-shared */
+	ELIDE_SEG_REASON_WATCHING = 10,   /* watched, never elided: mode=watch, or no usable RTM */
 	ELIDE_SEG_NREASONS
 };
 
@@ -122,6 +124,12 @@ enum elide_seg_stat {
 
 /* header.features */
 #define ELIDE_SEG_FEATURE_DIRTY 1u    /* header.dirty[] marks the entries written */
+#define ELIDE_SEG_FEATURE_WATCH 2u    /* lock entries carry wait_ns .. hold_long, header.watch_sample */
+
+/* A sampled hold this long or longer counts in lock.hold_long: longer than
+ * a transaction is likely to survive (a timer tick, a syscall that blocks,
+ * a page fault), so such a section would abort if elided. */
+#define ELIDE_SEG_HOLD_LONG_NS 20000u
 
 #define ELIDE_SEG_DIRTY_OFFSET 2048u  /* of header.dirty[], cache-line aligned */
 #define ELIDE_SEG_DIRTY_ENTRIES 4096u /* entries the bitmap covers: [0, 4096) */
@@ -154,8 +162,11 @@ struct elide_seg_header {
 	uint64_t control_generation_seen; /* last control generation applied */
 	uint64_t publish_ns;          /* CLOCK_MONOTONIC of the last status update */
 	uint32_t features;            /* ELIDE_SEG_FEATURE_* this writer keeps up */
+	/* (FEATURE_WATCH) 1 in watch_sample acquisitions of a watched lock is
+	 * counted (with weight watch_sample) and has its hold time measured */
+	uint32_t watch_sample;
 	uint8_t reserved[ELIDE_SEG_DIRTY_OFFSET - 8 - 4 * 2 - 8 - 4 * 6 - 4 * 2 - 8 * 2 -
-			 ELIDE_SEG_EXE_MAX - ELIDE_SEG_COMM_MAX - 16 - 4 * 4 - ELIDE_SEG_REASON_MAX - 8 * 2 - 4];
+			 ELIDE_SEG_EXE_MAX - ELIDE_SEG_COMM_MAX - 16 - 4 * 4 - ELIDE_SEG_REASON_MAX - 8 * 2 - 4 - 4];
 	/* ELIDE_SEG_FEATURE_DIRTY: bit i % 64 of dirty[i / 64] is set by the
 	 * writer after it changed entry i (i < ELIDE_SEG_DIRTY_ENTRIES), and
 	 * only when it was clear: cleared by the reader (an atomic exchange)
@@ -260,7 +271,17 @@ struct elide_seg_lock {
 	uint64_t stats[ELIDE_SEG_NSTATS];
 	uint64_t callsite;            /* return address of its first tracked acquisition */
 	char name[ELIDE_SEG_NAME_MAX]; /* from elide.h, NUL-terminated, or empty */
-	uint64_t reserved[6];
+	/* Contention (header.features & ELIDE_SEG_FEATURE_WATCH, else zero),
+	 * kept in every mode for the real acquisitions that found the lock
+	 * held (stats[CONTENDED] counts them): */
+	uint64_t wait_ns;             /* nanoseconds they waited for it, exact */
+	uint64_t wait_max_ns;         /* the longest of those waits */
+	/* Sampled hold times: 1 in header.watch_sample acquisitions of a
+	 * watched lock (mode=watch, or no usable RTM) */
+	uint64_t hold_ns;             /* sum of the sampled hold times */
+	uint64_t hold_samples;        /* holds measured */
+	uint64_t hold_long;           /* of those, ELIDE_SEG_HOLD_LONG_NS or longer */
+	uint64_t reserved;
 };
 
 #define ELIDE_SEG_LOCK_HOT_SIZE 128u
@@ -282,5 +303,7 @@ _Static_assert(__builtin_offsetof(struct elide_seg_lock, stats[ELIDE_SEG_STAT_AB
 _Static_assert(__builtin_offsetof(struct elide_seg_lock, stats) == 32, "lock entry layout");
 _Static_assert(__builtin_offsetof(struct elide_seg_lock, callsite) == 152, "lock entry layout");
 _Static_assert(__builtin_offsetof(struct elide_seg_lock, name) == 160, "lock entry layout");
+_Static_assert(__builtin_offsetof(struct elide_seg_lock, wait_ns) == 208, "lock entry layout");
+_Static_assert(__builtin_offsetof(struct elide_seg_header, watch_sample) == 556, "header layout");
 
 #endif

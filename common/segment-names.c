@@ -63,6 +63,7 @@ const char *seg_reason_to_string(uint32_t reason)
 		[ELIDE_SEG_REASON_DAEMON] = "elided",
 		[ELIDE_SEG_REASON_PROCESS_OFF] = "process off",
 		[ELIDE_SEG_REASON_TYPE_UNELIDABLE] = "lock type",
+		[ELIDE_SEG_REASON_WATCHING] = "watching",
 	};
 
 	return reason < ARRAY_SIZE(names) && names[reason] ? names[reason] : "?";
@@ -75,6 +76,7 @@ const char *seg_mode_to_string(uint32_t mode)
 		[ELIDE_SEG_MODE_ADAPTIVE] = "adaptive",
 		[ELIDE_SEG_MODE_ON] = "on",
 		[ELIDE_SEG_MODE_OFF] = "off",
+		[ELIDE_SEG_MODE_WATCH] = "watch",
 	};
 
 	return mode < ARRAY_SIZE(names) ? names[mode] : "?";

@@ -351,8 +351,12 @@ static int seg_read_header(const struct seg_source *src, const char *name, const
 		return seg_error(err, errlen, -EBADMSG, name, "status_reason is not NUL-terminated");
 	if (h->elision > ELIDE_SEG_ELISION_ON)
 		return seg_error(err, errlen, -EBADMSG, name, "elision %u out of range 0..1", h->elision);
-	if (h->mode < ELIDE_SEG_MODE_ADAPTIVE || h->mode > ELIDE_SEG_MODE_OFF)
-		return seg_error(err, errlen, -EBADMSG, name, "mode %u out of range 1..3", h->mode);
+	if (h->mode < ELIDE_SEG_MODE_ADAPTIVE || h->mode > ELIDE_SEG_MODE_WATCH)
+		return seg_error(err, errlen, -EBADMSG, name, "mode %u out of range 1..%u", h->mode,
+				 ELIDE_SEG_MODE_WATCH);
+	if ((h->features & ELIDE_SEG_FEATURE_WATCH) && (!is_pow2(h->watch_sample) || h->watch_sample > 65536))
+		return seg_error(err, errlen, -EBADMSG, name, "watch_sample %u is not a power of two in 1..65536",
+				 h->watch_sample);
 	if (!is_pow2(h->sample) || h->sample > 65536)
 		return seg_error(err, errlen, -EBADMSG, name, "sample %u is not a power of two in 1..65536",
 				 h->sample);

@@ -4,7 +4,7 @@
 # lock names (asked from elidectl itself), the programs elided learned
 # about for forget, services for enable --unit.
 
-set -l __elidectl_commands status list show top set reset reload learned forget check-config hw run enable disable
+set -l __elidectl_commands status list show top candidates set reset reload learned forget check-config hw run enable disable
 
 # The -H / --runtime-dir options on the command line, to pass on.
 function __elidectl_source_opts
@@ -77,6 +77,7 @@ complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a list -d "One line per process running with libelide"
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a show -d "A process's elision state and per-lock statistics"
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a top -d "Processes by current rates, redrawn every interval"
+complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a candidates -d "The locks processes wait for most, with advice"
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a set -d "Override the mode of a process or one lock"
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a reset -d "Drop the overrides of a process or one lock"
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a reload -d "Make elided re-read its configuration"
@@ -107,15 +108,15 @@ complete -c elidectl -s v -l verbose -d "Say what was skipped"
 
 # Arguments of the commands.
 complete -c elidectl -n "__fish_seen_subcommand_from show set reset; and not __fish_seen_subcommand_from (__elidectl_pids)" -x -a "(__elidectl_pids)" -d "Process with libelide"
-complete -c elidectl -n "__fish_seen_subcommand_from set; and __fish_seen_subcommand_from (__elidectl_pids)" -x -a "off on adaptive"
+complete -c elidectl -n "__fish_seen_subcommand_from set; and __fish_seen_subcommand_from (__elidectl_pids)" -x -a "off on adaptive watch"
 complete -c elidectl -n "__fish_seen_subcommand_from forget" -x -a "(__elidectl_learned_exes)" -d "Program elided learned about"
 complete -c elidectl -n "__fish_seen_subcommand_from check-config" -F
-complete -c elidectl -n "__fish_seen_subcommand_from run" -l mode -x -a "off on adaptive" -d "libelide's mode"
+complete -c elidectl -n "__fish_seen_subcommand_from run" -l mode -x -a "off on adaptive watch" -d "libelide's mode"
 complete -c elidectl -n "__fish_seen_subcommand_from run" -x -a "(__fish_complete_subcommand --fcs-skip=2)"
 complete -c elidectl -n "__fish_seen_subcommand_from enable disable" -l unit -x -a "(__elidectl_services)" -d "A service"
 complete -c elidectl -n "__fish_seen_subcommand_from enable disable" -l system -d "Every program (/etc/ld.so.preload)"
 complete -c elidectl -n "__fish_seen_subcommand_from enable disable" -l root -x -a "(__fish_complete_directories)" -d "The system in DIR"
 complete -c elidectl -n "__fish_seen_subcommand_from enable disable" -l library -r -F -d "This libelide.so"
 complete -c elidectl -n "__fish_seen_subcommand_from enable disable" -l now -d "systemctl daemon-reload and try-restart"
-complete -c elidectl -n "__fish_seen_subcommand_from enable" -l mode -x -a "off on adaptive" -d "libelide's mode (enable --unit)"
+complete -c elidectl -n "__fish_seen_subcommand_from enable" -l mode -x -a "off on adaptive watch" -d "libelide's mode (enable --unit)"
 complete -c elidectl -n "__fish_seen_subcommand_from enable" -l force -d "Even where nothing can be elided, or the unit is not installed"

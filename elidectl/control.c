@@ -15,7 +15,7 @@
 
 static bool valid_mode(const char *m)
 {
-	return strcmp(m, "on") == 0 || strcmp(m, "off") == 0 || strcmp(m, "adaptive") == 0;
+	return strcmp(m, "on") == 0 || strcmp(m, "off") == 0 || strcmp(m, "adaptive") == 0 || strcmp(m, "watch") == 0;
 }
 
 static int call(struct source *s, const char *what, const char *method, const char *types, ...)
@@ -47,7 +47,7 @@ int verb_set(struct source *s, const struct ctl_options *o, int argc, char **arg
 	pid_t pid;
 
 	if (argc != 3) {
-		log_error("usage: set PID [--lock NAME] off|on|adaptive");
+		log_error("usage: set PID [--lock NAME] off|on|adaptive|watch");
 		return EXIT_USAGE;
 	}
 	if (parse_pid(argv[1], &pid) < 0) {
@@ -55,7 +55,7 @@ int verb_set(struct source *s, const struct ctl_options *o, int argc, char **arg
 		return EXIT_USAGE;
 	}
 	if (!valid_mode(argv[2])) {
-		log_error("invalid mode '%s': expected off, on or adaptive", argv[2]);
+		log_error("invalid mode '%s': expected off, on, adaptive or watch", argv[2]);
 		return EXIT_USAGE;
 	}
 	if (o->lock) {

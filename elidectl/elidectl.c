@@ -35,6 +35,7 @@ static const struct verb verbs[] = {
 	{ "list", SOURCE_ANY, verb_list, true, true },
 	{ "show", SOURCE_ANY, verb_show, true, true },
 	{ "top", SOURCE_ANY, verb_top, false, true },
+	{ "candidates", SOURCE_ANY, verb_candidates, true, true },
 	{ "set", SOURCE_DAEMON, verb_set, false, false },
 	{ "reset", SOURCE_DAEMON, verb_reset, false, false },
 	{ "reload", SOURCE_DAEMON, verb_reload, false, false },
@@ -73,7 +74,9 @@ static void help(void)
 	       "                       EXE (a path or a base name): every process running it\n"
 	       "  top                  Processes by current rates, redrawn every interval\n"
 	       "                       (keys: a acquired, c commits, x aborts, l cycles lost, q quit)\n"
-	       "  set PID [--lock NAME] off|on|adaptive\n"
+	       "  candidates           The locks processes wait for most, and whether eliding\n"
+	       "                       them would pay (an estimate; see ADVICE in elidectl(1))\n"
+	       "  set PID [--lock NAME] off|on|adaptive|watch\n"
 	       "                       Override the mode of a process or one lock (not persisted)\n"
 	       "  reset PID [--lock NAME]\n"
 	       "                       Drop the overrides of a process, or of one lock\n"

@@ -66,6 +66,7 @@ int verb_check_config(struct source *s, const struct ctl_options *o, int argc, c
 int verb_hw(struct source *s, const struct ctl_options *o, int argc, char **argv);
 int verb_run(struct source *s, const struct ctl_options *o, int argc, char **argv);
 int verb_top(struct source *s, const struct ctl_options *o, int argc, char **argv);
+int verb_candidates(struct source *s, const struct ctl_options *o, int argc, char **argv);
 int verb_enable(struct source *s, const struct ctl_options *o, int argc, char **argv);
 int verb_disable(struct source *s, const struct ctl_options *o, int argc, char **argv);
 
@@ -113,6 +114,8 @@ const char *abort_cause_name(unsigned cause); /* cause: 0 .. N_ABORT_CAUSES-1 */
 #define N_ABORT_CAUSES (ELIDE_SEG_STAT_ABORT_OTHER - ELIDE_SEG_STAT_ABORT_CONFLICT + 1)
 
 uint64_t lock_aborts(const struct elide_seg_lock *l);
+/* Whether its libelide watched it: waits timed or holds sampled. */
+bool lock_has_contention(const struct elide_seg_lock *l);
 
 /* Why a lock is in its state, for people and JSON's "reason": libelide's
  * reason, or who turned it off or on: "override" (elidectl set), "config"

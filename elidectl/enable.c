@@ -1072,8 +1072,8 @@ static int parse_enable_argv(int argc, char **argv, struct enable_ctx *c)
 		return EXIT_USAGE;
 	}
 	if (c->mode && strcmp(c->mode, "on") != 0 && strcmp(c->mode, "off") != 0 &&
-	    strcmp(c->mode, "adaptive") != 0) {
-		log_error("invalid mode '%s': expected off, on or adaptive", c->mode);
+	    strcmp(c->mode, "adaptive") != 0 && strcmp(c->mode, "watch") != 0) {
+		log_error("invalid mode '%s': expected off, on, adaptive or watch", c->mode);
 		return EXIT_USAGE;
 	}
 	if (c->library && c->library[0] != '/') {

@@ -84,6 +84,8 @@ static void short_reason(const char *reason, char *buf, size_t size)
 	snprintf(buf, size, "%.*s", (int)n, reason);
 }
 
+#define WATCHING_PREFIX "watching contended locks"
+
 void process_state(const struct seg_snapshot *snap, struct proc_state *ret)
 {
 	const struct elide_seg_lock *off = NULL;
@@ -91,6 +93,16 @@ void process_state(const struct seg_snapshot *snap, struct proc_state *ret)
 	bool mixed = false;
 
 	memset(ret, 0, sizeof(*ret));
+	/* libelide says "watching contended locks; WHY" (mode=watch, or no
+	 * RTM): not eliding, but its locks' figures are live. */
+	if (snap->header.elision != ELIDE_SEG_ELISION_ON &&
+	    strncmp(snap->header.status_reason, WATCHING_PREFIX, strlen(WATCHING_PREFIX)) == 0) {
+		const char *why = snap->header.status_reason + strlen(WATCHING_PREFIX);
+
+		ret->state = "watching";
+		short_reason(why + strspn(why, "; "), ret->why, sizeof(ret->why));
+		return;
+	}
 	if (snap->header.elision != ELIDE_SEG_ELISION_ON) {
 		ret->state = "off";
 		short_reason(snap->header.status_reason, ret->why, sizeof(ret->why));
@@ -143,6 +155,11 @@ uint64_t lock_aborts(const struct elide_seg_lock *l)
 		sum += l->stats[s];
 	}
 	return sum;
+}
+
+bool lock_has_contention(const struct elide_seg_lock *l)
+{
+	return l->wait_ns != 0 || l->hold_samples != 0;
 }
 
 uint64_t now_realtime_ns(void)

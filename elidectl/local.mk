@@ -6,6 +6,8 @@ elidectl_elidectl_SOURCES = \
 	elidectl/elidectl.c elidectl/elidectl.h \
 	elidectl/list.c \
 	elidectl/show.c \
+	elidectl/candidates.c \
+	elidectl/advice.c elidectl/advice.h \
 	elidectl/status.c \
 	elidectl/control.c \
 	elidectl/learned.c \

@@ -101,11 +101,12 @@ int verb_run(struct source *s, const struct ctl_options *o, int argc, char **arg
 		}
 	}
 	if (i >= argc) {
-		log_error("usage: run [--mode off|on|adaptive] [--] COMMAND [ARGS...]");
+		log_error("usage: run [--mode off|on|adaptive|watch] [--] COMMAND [ARGS...]");
 		return EXIT_USAGE;
 	}
-	if (mode && strcmp(mode, "on") != 0 && strcmp(mode, "off") != 0 && strcmp(mode, "adaptive") != 0) {
-		log_error("invalid mode '%s': expected off, on or adaptive", mode);
+	if (mode && strcmp(mode, "on") != 0 && strcmp(mode, "off") != 0 && strcmp(mode, "adaptive") != 0 &&
+	    strcmp(mode, "watch") != 0) {
+		log_error("invalid mode '%s': expected off, on, adaptive or watch", mode);
 		return EXIT_USAGE;
 	}
 	r = find_libelide(lib, sizeof(lib));

@@ -214,6 +214,22 @@ static int show_json(struct source *s, struct json *j, const struct seg_snapshot
 		json_uint(j, st[ELIDE_SEG_STAT_SKIPPED]);
 		json_key(j, "cycles_lost");
 		json_uint(j, st[ELIDE_SEG_STAT_CYCLES_LOST]);
+		/* Contention: what waiting for it cost, and its sampled holds. */
+		json_key(j, "wait_ns");
+		json_uint(j, l->wait_ns);
+		json_key(j, "wait_max_ns");
+		json_uint(j, l->wait_max_ns);
+		json_key(j, "hold_ns");
+		json_uint(j, l->hold_ns);
+		json_key(j, "hold_samples");
+		json_uint(j, l->hold_samples);
+		json_key(j, "hold_long");
+		json_uint(j, l->hold_long);
+		json_key(j, "hold_mean_ns");
+		if (l->hold_samples)
+			json_uint(j, l->hold_ns / l->hold_samples);
+		else
+			json_null(j);
 		json_key(j, "state");
 		json_string(j, state_name(l->state));
 		/* The table's WHY: libelide's reason, or who decided. */
@@ -278,7 +294,10 @@ static void show_header(struct source *s, const struct seg_snapshot *snap, size_
 	snprintf(buf, sizeof(buf), "%s%s%s%s", ps.state, ps.why[0] ? " (" : "", ps.why, ps.why[0] ? ")" : "");
 	header_line("State", buf, false);
 	header_line("Mode", seg_mode_to_string(h->mode), false);
-	if (h->sample == 0)
+	if ((h->features & ELIDE_SEG_FEATURE_WATCH) && !strcmp(ps.state, "watching"))
+		snprintf(buf, sizeof(buf), "acquisitions are estimates; 1 in %u counted, its hold timed",
+			 h->watch_sample);
+	else if (h->sample == 0)
 		snprintf(buf, sizeof(buf), "commit counts are estimates (libelide samples them)");
 	else if (h->sample > 1)
 		snprintf(buf, sizeof(buf), "commit counts are estimates, sampled 1 in %u", h->sample);
@@ -318,6 +337,11 @@ static const struct table_column show_columns[] = {
 	{ "OTHER", TABLE_HIDDEN | TABLE_RIGHT, 0 },
 	{ "FALLBACK", TABLE_HIDDEN | TABLE_RIGHT, 0 },
 	{ "CONTENDED", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	/* Contention (watch mode): shown when a lock has figures. */
+	{ "WAIT", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "WAIT-MAX", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "HOLD", TABLE_HIDDEN | TABLE_RIGHT, 0 },
+	{ "LONG%", TABLE_HIDDEN | TABLE_RIGHT, 0 },
 	{ "CYCLES-LOST", TABLE_RIGHT, 0 },
 	/* "eliding (contended)", "off (override)": the state, and why or who. */
 	{ "STATE", TABLE_SHRINK, 0.2 },
@@ -335,13 +359,40 @@ static int add_state_cell(struct table *t, const struct seg_lock_snapshot *ls, i
 	return table_add_cellf(t, "%s (learned, %s ago)", state_name(ls->lock.state), age);
 }
 
+/* Were these locks watched, not elided: contention figures, and not one
+ * transaction? */
+static bool rows_watched(const struct lock_row *rows, size_t n)
+{
+	bool figures = false;
+
+	for (size_t i = 0; i < n; i++) {
+		if (rows[i].ls->lock.stats[ELIDE_SEG_STAT_ATTEMPTS])
+			return false;
+		figures = figures || lock_has_contention(&rows[i].ls->lock);
+	}
+	return figures;
+}
+
 static int show_table(const struct lock_row *rows, size_t n, const struct ctl_options *o)
 {
+	struct table_column columns[ARRAY_SIZE(show_columns)];
 	int64_t now = (int64_t)time(NULL);
+	bool contention = rows_watched(rows, n);
 	struct table *t = NULL;
 	int r;
 
-	r = table_new(&t, "show", show_columns, ARRAY_SIZE(show_columns), o->output);
+	/* Where locks are watched, what they cost in waiting is the story:
+	 * contention, wait and hold replace the transaction columns. */
+	memcpy(columns, show_columns, sizeof(columns));
+	for (size_t c = 0; contention && c < ARRAY_SIZE(columns); c++) {
+		const char *h = columns[c].name;
+
+		if (!strcmp(h, "CONTENDED") || !strcmp(h, "WAIT") || !strcmp(h, "HOLD") || !strcmp(h, "LONG%"))
+			columns[c].flags &= ~TABLE_HIDDEN;
+		else if (!strcmp(h, "ELIDED%") || !strcmp(h, "ABORTS") || !strcmp(h, "CYCLES-LOST"))
+			columns[c].flags |= TABLE_HIDDEN;
+	}
+	r = table_new(&t, "show", columns, ARRAY_SIZE(columns), o->output);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
@@ -374,6 +425,11 @@ static int show_table(const struct lock_row *rows, size_t n, const struct ctl_op
 		}
 		if ((r = table_add_number(t, st[ELIDE_SEG_STAT_FALLBACKS])) < 0 ||
 		    (r = table_add_number(t, st[ELIDE_SEG_STAT_CONTENDED])) < 0 ||
+		    (r = table_add_duration(t, l->wait_ns, lock_has_contention(l))) < 0 ||
+		    (r = table_add_duration(t, l->wait_max_ns, lock_has_contention(l))) < 0 ||
+		    (r = table_add_duration(t, l->hold_samples ? l->hold_ns / l->hold_samples : 0, l->hold_samples != 0)) < 0 ||
+		    (r = table_add_percent(t, l->hold_long < l->hold_samples ? l->hold_long : l->hold_samples,
+					   l->hold_samples)) < 0 ||
 		    (r = table_add_number(t, st[ELIDE_SEG_STAT_CYCLES_LOST])) < 0 ||
 		    (r = add_state_cell(t, rows[i].ls, now)) < 0)
 			goto out;

@@ -271,6 +271,7 @@ static int read_locks(struct source *s, struct seg_snapshot *snap, struct bus_pr
 	for (;;) {
 		const char *kind, *name, *function, *callsite, *state, *reason, *override;
 		uint64_t st[ELIDE_SEG_NSTATS] = {};
+		struct elide_seg_lock watch = {};
 		double acq, com, ratio;
 		struct seg_lock_snapshot *ls;
 		uint32_t index;
@@ -301,6 +302,17 @@ static int read_locks(struct source *s, struct seg_snapshot *snap, struct bus_pr
 			for (unsigned c = 0; c < N_ABORT_CAUSES; c++)
 				if (strcmp(cause, abort_cause_name(c)) == 0)
 					st[ELIDE_SEG_STAT_ABORT_CONFLICT + c] = v;
+			/* The contention figures share the dictionary. */
+			if (strcmp(cause, "wait_ns") == 0)
+				watch.wait_ns = v;
+			else if (strcmp(cause, "wait_max_ns") == 0)
+				watch.wait_max_ns = v;
+			else if (strcmp(cause, "hold_ns") == 0)
+				watch.hold_ns = v;
+			else if (strcmp(cause, "hold_samples") == 0)
+				watch.hold_samples = v;
+			else if (strcmp(cause, "hold_long") == 0)
+				watch.hold_long = v;
 		}
 		r = sd_bus_message_exit_container(reply);
 		if (r < 0)
@@ -336,6 +348,11 @@ static int read_locks(struct source *s, struct seg_snapshot *snap, struct bus_pr
 		ls->lock.callsite = callsite[0] ? FAKE_ADDR_BASE + index : 0;
 		ls->lock.ctl_source = override[0] ? ELIDE_SEG_SOURCE_OVERRIDE : ELIDE_SEG_SOURCE_NONE;
 		memcpy(ls->lock.stats, st, sizeof(st));
+		ls->lock.wait_ns = watch.wait_ns;
+		ls->lock.wait_max_ns = watch.wait_max_ns;
+		ls->lock.hold_ns = watch.hold_ns;
+		ls->lock.hold_samples = watch.hold_samples;
+		ls->lock.hold_long = watch.hold_long;
 		bp->names[bp->nnames].index = index;
 		bp->names[bp->nnames].name = strdup(name);
 		bp->names[bp->nnames].callsite = strdup(callsite);

@@ -275,6 +275,34 @@ int table_add_percent(struct table *t, uint64_t part, uint64_t whole)
 	return table_add_cellf(t, "%.1f%%", 100.0 * (double)part / (double)whole);
 }
 
+char *format_duration_ns(uint64_t ns, char *buf, size_t size)
+{
+	static const struct {
+		const char *unit;
+		double ns;
+	} units[] = { { "s", 1e9 }, { "ms", 1e6 }, { "us", 1e3 } };
+
+	for (size_t i = 0; i < ARRAY_SIZE(units); i++) {
+		double v = (double)ns / units[i].ns;
+
+		if (v >= 1) {
+			snprintf(buf, size, v < 10 ? "%.2f%s" : v < 100 ? "%.1f%s" : "%.0f%s", v, units[i].unit);
+			return buf;
+		}
+	}
+	snprintf(buf, size, "%lluns", (unsigned long long)ns);
+	return buf;
+}
+
+int table_add_duration(struct table *t, uint64_t ns, bool known)
+{
+	char buf[32];
+
+	if (!known)
+		return table_add_cell(t, "-");
+	return table_add_cell(t, format_duration_ns(ns, buf, sizeof(buf)));
+}
+
 int table_add_rate(struct table *t, double v)
 {
 	if (!(v >= 0))

@@ -62,6 +62,7 @@ int table_add_cell(struct table *t, const char *text);
 int table_add_cellf(struct table *t, const char *fmt, ...) _printf_(2, 3);
 int table_add_number(struct table *t, uint64_t v);          /* humanised */
 int table_add_percent(struct table *t, uint64_t part, uint64_t whole); /* "-" when whole is 0 */
+int table_add_duration(struct table *t, uint64_t ns, bool known); /* "1.25ms"; "-" when !known */
 int table_add_rate(struct table *t, double v);              /* "-" below 0; 1 decimal below 10 */
 int table_add_ratio(struct table *t, double ratio);         /* "12.5%"; "-" below 0 */
 /* Colours the last cell added (on a terminal with colours only). */
@@ -74,6 +75,8 @@ int table_print(struct table *t, FILE *f, bool legend);
 
 /* "999", "1.2k", "34k", "5.6M", ... (SI, powers of 1000). */
 char *humanize_number(uint64_t v, char *buf, size_t size);
+/* "950ns", "12.5us", "1.25ms", "3.00s": three significant digits at most. */
+char *format_duration_ns(uint64_t ns, char *buf, size_t size);
 
 /* Copies src to dst (NUL-terminated, truncated to size) with control
  * characters and invalid UTF-8 replaced by '?'; returns the number of

@@ -1111,6 +1111,8 @@ const char *policy_mode_to_string(enum policy_mode mode)
 		return "on";
 	case POLICY_MODE_OFF:
 		return "off";
+	case POLICY_MODE_WATCH:
+		return "watch";
 	}
 	return "invalid";
 }
@@ -1125,6 +1127,8 @@ int policy_mode_from_string(const char *s, enum policy_mode *ret)
 		*ret = POLICY_MODE_ON;
 	else if (streq(s, "off"))
 		*ret = POLICY_MODE_OFF;
+	else if (streq(s, "watch"))
+		*ret = POLICY_MODE_WATCH;
 	else
 		return -EINVAL;
 	return 0;

@@ -634,6 +634,12 @@ static int append_lock(sd_bus_message *reply, const struct lock_totals *t)
 		if (r < 0)
 			return r;
 	}
+	/* Contention figures go in the same dictionary of named counters: a
+	 * client that does not know a name skips it. */
+	r = sd_bus_message_append(reply, "{st}{st}{st}{st}{st}", "wait_ns", t->wait_ns, "wait_max_ns", t->wait_max_ns,
+				  "hold_ns", t->hold_ns, "hold_samples", t->hold_samples, "hold_long", t->hold_long);
+	if (r < 0)
+		return r;
 	r = sd_bus_message_close_container(reply);
 	if (r < 0)
 		return r;
@@ -897,7 +903,7 @@ static int change_override(sd_bus_message *m, struct elided *d, uint32_t pid, co
 		char shown[64];
 
 		return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-					 "Invalid mode '%s': expected adaptive, on or off",
+					 "Invalid mode '%s': expected adaptive, on, off or watch",
 					 bus_string(mode_name, shown, sizeof(shown)));
 	}
 

@@ -145,6 +145,9 @@ struct lock_view {
 struct lock_totals {
 	const struct lock_view *view;
 	uint64_t stats[ELIDE_SEG_NSTATS];
+	/* Contention (ELIDE_SEG_FEATURE_WATCH), as the entry says; 0 when its
+	 * libelide keeps none. */
+	uint64_t wait_ns, wait_max_ns, hold_ns, hold_samples, hold_long;
 };
 
 struct history_point {

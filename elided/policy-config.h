@@ -32,6 +32,7 @@ enum policy_mode {
 	POLICY_MODE_ADAPTIVE,
 	POLICY_MODE_ON,
 	POLICY_MODE_OFF,
+	POLICY_MODE_WATCH,      /* no transactions, contention watched; a lock: off */
 };
 
 /* Knobs pushed to libelide; 0 (or < 0 for the ratio) = not set, inherit. */

@@ -326,6 +326,8 @@ static uint32_t seg_mode_of(enum policy_mode m)
 		return ELIDE_SEG_MODE_ON;
 	case POLICY_MODE_OFF:
 		return ELIDE_SEG_MODE_OFF;
+	case POLICY_MODE_WATCH:
+		return ELIDE_SEG_MODE_WATCH;
 	default:
 		return ELIDE_SEG_MODE_NONE;
 	}
@@ -339,6 +341,7 @@ static uint32_t ctl_policy_of(enum policy_mode m)
 	case POLICY_MODE_ON:
 		return ELIDE_POLICY_ALWAYS + 1;
 	case POLICY_MODE_OFF:
+	case POLICY_MODE_WATCH: /* a lock is watched whenever it is not elided */
 		return ELIDE_POLICY_NEVER + 1;
 	default:
 		return ELIDE_SEG_CTL_NONE;
@@ -637,6 +640,8 @@ static enum policy_mode mode_of_seg(uint32_t m)
 		return POLICY_MODE_ON;
 	case ELIDE_SEG_MODE_OFF:
 		return POLICY_MODE_OFF;
+	case ELIDE_SEG_MODE_WATCH:
+		return POLICY_MODE_WATCH;
 	default:
 		return POLICY_MODE_UNSET;
 	}
@@ -1762,6 +1767,15 @@ int elided_read_lock_totals(struct elided *d, struct tracked_process *p, struct 
 			continue;
 		out[nout].view = v;
 		memcpy(out[nout].stats, snap->locks[j].lock.stats, sizeof(out[nout].stats));
+		if (snap->header.features & ELIDE_SEG_FEATURE_WATCH) {
+			const struct elide_seg_lock *e = &snap->locks[j].lock;
+
+			out[nout].wait_ns = e->wait_ns;
+			out[nout].wait_max_ns = e->wait_max_ns;
+			out[nout].hold_ns = e->hold_ns;
+			out[nout].hold_samples = e->hold_samples;
+			out[nout].hold_long = e->hold_long;
+		}
 		nout++;
 	}
 done:

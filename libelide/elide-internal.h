@@ -58,6 +58,9 @@ enum lock_path {
 	PATH_OFF = 0,        /* pass everything through (not eliding) */
 	PATH_WATCH = 1,      /* adaptive: locks free and without a record go through */
 	PATH_TRACK_ALL = 2,  /* mode=on: every eligible lock gets a record */
+	PATH_OBSERVE = 3,    /* mode=watch, or no usable RTM: no transactions; a lock found
+			      * held gets a record, its waits are timed, 1 in
+			      * opts.watch_sample acquisitions has its hold timed */
 };
 
 /*
@@ -116,6 +119,9 @@ _Static_assert(sizeof(struct lock_rec) == 128, "a record is one hot and one cold
 struct elide_state {
 	uint8_t path;                 /* enum lock_path, read first on every acquisition */
 	bool enabled;                 /* elide at all (RTM usable, mode != off, ...) */
+	/* Watch locks (PATH_OBSERVE) whatever mode elided pushes, because
+	 * eliding is impossible here for want of RTM alone (opts.watch). */
+	bool watch_instead;
 	/* Default mutexes are taken and given by libelide itself, with glibc's
 	 * protocol (elide.c, "a default mutex's words"); set once, in the
 	 * constructor, after glibc_check_default_mutex(). */

@@ -230,6 +230,21 @@ struct lock_local {
 #define BURST_TSC_SHIFT 10            /* the stamp's unit: 1024 TSC ticks */
 #define BURST_QUICK 2048u             /* 2M ticks: under a millisecond at 2+ GHz */
 
+/*
+ * A watched acquisition's figures, kept by the thread that holds the lock
+ * until it gives it back (watch_flush()): written to the lock's entry then,
+ * outside the critical section, so the counting never lengthens a
+ * contended section.
+ */
+struct watch_pending {
+	struct lock_rec *rec;
+	uint64_t wait_ns;             /* how long it waited (waited) */
+	uint64_t hold_start;          /* now_ns() when it got the lock; 0 = hold not sampled */
+	uint32_t acquired;            /* acquisitions this sample stands for, 0 = none */
+	bool waited;                  /* found the lock held: wait_ns is its wait */
+	bool count_contended;         /* ...and it is not counted in stats[CONTENDED] yet */
+};
+
 struct elide_thread {
 	unsigned depth;
 	/* The burst of the lock granted one last (the hot lock): next to
@@ -241,6 +256,12 @@ struct elide_thread {
 	unsigned attempt_count;       /* drives 1-in-16 abort timing */
 	pid_t tid;                    /* gettid(), 0 until asked (thread_tid()) */
 	struct lock_rec *probe_rec;   /* set inside a probing transaction */
+	/* Watching: the lock whose figures wait for its unlock (NULL none), on
+	 * the line every unlock reads anyway; and the countdown to the next
+	 * sampled acquisition (0 = this one). */
+	void *watch_lock;
+	uint32_t watch_countdown;
+	struct watch_pending watch;
 	struct elided_lock held[ELIDE_MAX_NEST];
 	struct lock_local local[LOCAL_SLOTS];
 };
@@ -448,6 +469,25 @@ static inline bool rwlock_free_for_writer(const pthread_rwlock_t *rw)
 
 	return (r >> RWLOCK_READER_SHIFT) == 0 && !(r & RWLOCK_WRLOCKED) &&
 	       __atomic_load_n(&rw->__data.__cur_writer, __ATOMIC_RELAXED) == 0;
+}
+
+static inline pid_t thread_tid(void);
+
+/* Would this thread wait for the rwlock?  A reader waits for a writer, a
+ * writer for anyone; a thread that holds it for writing itself does not
+ * wait (glibc says EDEADLK).  One read of the word that glibc's atomic
+ * instruction takes next. */
+static inline bool rwlock_would_wait(unsigned r, bool write)
+{
+	if (write)
+		return (r >> RWLOCK_READER_SHIFT) != 0 || (r & RWLOCK_WRLOCKED);
+	return (r & RWLOCK_WRLOCKED) != 0;
+}
+
+static inline bool rwlock_held_by_other(const pthread_rwlock_t *rw, bool write)
+{
+	return rwlock_would_wait(rwlock_readers(rw), write) &&
+	       (pid_t)__atomic_load_n(&rw->__data.__cur_writer, __ATOMIC_RELAXED) != thread_tid();
 }
 
 enum elide_op {
@@ -760,6 +800,118 @@ static inline void commit_elided(void *lock, struct lock_rec *rec)
 		rec_note_commit_sample(rec);
 }
 
+/* ---- watching --------------------------------------------------------- */
+
+/*
+ * Contention figures (PATH_OBSERVE, and the real acquisitions of tracked
+ * locks in the other modes): a real acquisition that finds the lock held
+ * is timed from before the wait to the lock; 1 in opts.watch_sample
+ * acquisitions of a watched lock is counted with that weight and timed from
+ * the lock to its unlock.  Clocks are read only there: an acquisition of a
+ * free lock between samples costs a decrement and the look at the lock's
+ * line that every path makes.
+ */
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	/* CLOCK_MONOTONIC cannot fail here: errno is left alone. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The fast path's sampling tick: true once in opts.watch_sample calls per
+ * thread (the countdown wraps from 0). */
+static inline bool watch_tick(void)
+{
+	return unlikely(self.watch_countdown-- == 0);
+}
+
+/* In the slow path: was this acquisition the fast path's sample?  Starts
+ * the next countdown, and looks for elided's decisions (1 in N, as the
+ * other modes do on their sampled paths). */
+static inline bool watch_sampled(void)
+{
+	if (self.watch_countdown != UINT32_MAX)
+		return false;
+	self.watch_countdown = elide.opts.watch_sample - 1;
+	segment_poll_control();
+	return true;
+}
+
+static void watch_add_max(uint64_t *max, uint64_t v)
+{
+	uint64_t cur = __atomic_load_n(max, __ATOMIC_RELAXED);
+
+	while (v > cur && !__atomic_compare_exchange_n(max, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+/* Write the pending figures to the lock's entry; hold_end 0 drops a
+ * sampled hold (the lock was not given back by this thread's unlock). */
+static __attribute__((noinline)) void watch_flush(uint64_t hold_end)
+{
+	struct watch_pending p = self.watch;
+	struct elide_seg_lock *e;
+
+	self.watch_lock = NULL;
+	self.watch = (struct watch_pending){ 0 };
+	if (!p.rec)
+		return;
+	segment_need();
+	e = rec_entry(p.rec);
+	if (p.acquired)
+		__atomic_fetch_add(&e->stats[STAT_ACQUIRED], p.acquired, __ATOMIC_RELAXED);
+	if (p.count_contended)
+		__atomic_fetch_add(&e->stats[STAT_CONTENDED], 1, __ATOMIC_RELAXED);
+	if (p.waited) {
+		__atomic_fetch_add(&e->wait_ns, p.wait_ns, __ATOMIC_RELAXED);
+		watch_add_max(&e->wait_max_ns, p.wait_ns);
+	}
+	if (p.hold_start && hold_end > p.hold_start) {
+		uint64_t hold = hold_end - p.hold_start;
+
+		__atomic_fetch_add(&e->hold_ns, hold, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&e->hold_samples, 1, __ATOMIC_RELAXED);
+		if (hold >= ELIDE_SEG_HOLD_LONG_NS)
+			__atomic_fetch_add(&e->hold_long, 1, __ATOMIC_RELAXED);
+	}
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	rec_touch(p.rec);
+}
+
+/*
+ * After a watched real acquisition (result r): keep its figures until the
+ * unlock, or write them now when the lock is not held (an error, a
+ * timeout).  A figure still pending from an earlier lock (held across
+ * this one) is written first, without its hold.
+ */
+static void watch_note(void *lock, struct lock_rec *rec, int r, bool waited, bool count_contended,
+		       uint64_t wait_ns, bool sampled, uint64_t got)
+{
+	if (self.watch_lock)
+		watch_flush(0);
+	self.watch = (struct watch_pending){
+		.rec = rec,
+		.waited = waited,
+		.count_contended = count_contended,
+		.wait_ns = wait_ns,
+		.acquired = sampled && r == 0 ? elide.opts.watch_sample : 0,
+		.hold_start = sampled && r == 0 ? got : 0,
+	};
+	if (r != 0) {
+		watch_flush(0);
+		return;
+	}
+	self.watch_lock = lock;
+}
+
+/* The unlock of a lock with pending figures: the hold ends here. */
+static __attribute__((noinline)) uint64_t watch_hold_end(void)
+{
+	return self.watch.hold_start ? now_ns() : 0;
+}
+
 /* ---- mutexes ---------------------------------------------------------- */
 
 enum mutex_wait {
@@ -991,7 +1143,7 @@ static inline bool abstime_valid(const struct timespec *abstime)
 
 /* The lock's record if this acquisition may use it, else NULL (straight to
  * glibc).  Creates one on a contended lock that has none. */
-static inline struct lock_rec *mutex_tracking_rec(pthread_mutex_t *m, void *callsite)
+static inline struct lock_rec *mutex_tracking_rec(pthread_mutex_t *m, void *callsite, bool note_contended)
 {
 	uint16_t idx = __atomic_load_n(mutex_idx_ptr(m), __ATOMIC_RELAXED);
 	enum mutex_class class = mutex_class(m);
@@ -1003,7 +1155,7 @@ static inline struct lock_rec *mutex_tracking_rec(pthread_mutex_t *m, void *call
 		if (class != MUTEX_ELIDABLE || in_elided_section())
 			return NULL;
 		rec = registry_attach(m, mutex_idx_ptr(m), LOCK_KIND_MUTEX, callsite);
-		if (elide.opts.mode != ELIDE_MODE_ON)
+		if (note_contended && elide.opts.mode != ELIDE_MODE_ON)
 			rec_note_contended(rec);
 		return rec;
 	}
@@ -1032,14 +1184,64 @@ static __attribute__((noinline)) int mutex_acquire_slow(pthread_mutex_t *m, cons
 	/* glibc rejects a bad clock before looking at the lock. */
 	if (w->how == WAIT_CLOCK && !wait_clock_valid(w->clock))
 		return real_mutex_acquire(m, w);
-	rec = mutex_tracking_rec(m, callsite);
+	rec = mutex_tracking_rec(m, callsite, true);
 	if (!rec)
 		return real_mutex_acquire(m, w);
 	if (tracked_acquire(m, rec, OP_MUTEX))
 		return 0;
-	if (atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_WATCH && mutex_word(m) != 0)
-		rec_note_contended(rec);
+	if (mutex_word(m) != 0) {
+		/* A real wait: timed, as in watch mode.  While watching for
+		 * contention the gate counted it already. */
+		bool counted = atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_WATCH;
+		uint64_t start = now_ns(), got;
+		int r;
+
+		if (counted)
+			rec_note_contended(rec);
+		r = real_mutex_acquire(m, w);
+		got = now_ns();
+		watch_note(m, rec, r, true, !counted, got - start, false, got);
+		return r;
+	}
 	return real_mutex_acquire(m, w);
+}
+
+/* A thread that holds the mutex itself is not waiting for another (a
+ * recursive relock; EDEADLK). */
+static inline bool mutex_held_by_other(const pthread_mutex_t *m)
+{
+	return mutex_word(m) != 0 && __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) != thread_tid();
+}
+
+/*
+ * PATH_OBSERVE: the mutex was held when the fast path looked, or this is
+ * the thread's sampled acquisition.  A held lock gets a record (as a
+ * contended lock does in adaptive mode) and its wait is timed; a sampled
+ * acquisition of a lock with a record is counted and its hold timed.
+ */
+static __attribute__((noinline)) int mutex_acquire_watched(pthread_mutex_t *m, const struct wait_spec *w,
+							    void *callsite)
+{
+	bool sampled = watch_sampled();
+	struct lock_rec *rec;
+	uint64_t start = 0, got;
+	bool held;
+	int r;
+
+	if (w->how == WAIT_CLOCK && !wait_clock_valid(w->clock))
+		return real_mutex_acquire(m, w);
+	held = mutex_held_by_other(m);
+	if (!held && (!sampled || __atomic_load_n(mutex_idx_ptr(m), __ATOMIC_RELAXED) == 0))
+		return real_mutex_acquire(m, w);
+	rec = mutex_tracking_rec(m, callsite, false);
+	if (!rec)
+		return real_mutex_acquire(m, w);
+	if (held)
+		start = now_ns();
+	r = real_mutex_acquire(m, w);
+	got = now_ns();
+	watch_note(m, rec, r, held, held, held ? got - start : 0, sampled, got);
+	return r;
 }
 
 /*
@@ -1056,6 +1258,12 @@ static inline __attribute__((always_inline)) bool mutex_takes_fast_path(const pt
 
 	if (likely(path == PATH_OFF))
 		return true;
+	if (path == PATH_OBSERVE) {
+		if (watch_tick())
+			return false;
+		prefetch_for_write(m); /* as below: glibc's CAS comes next */
+		return mutex_word(m) == 0;
+	}
 	/* Bursts: a lock not elided now, or this thread's skip after a
 	 * throttled attempt (THROTTLED_SKIP).  The slot is computed once,
 	 * for the burst and the prefetch. */
@@ -1072,13 +1280,20 @@ static inline __attribute__((always_inline)) bool mutex_takes_fast_path(const pt
 	return (glibc_mutex_idx_load(m) | mutex_word(m)) == 0;
 }
 
+static inline int mutex_acquire_not_fast(pthread_mutex_t *m, const struct wait_spec *w, void *callsite)
+{
+	if (elide.path == PATH_OBSERVE)
+		return mutex_acquire_watched(m, w, callsite);
+	return mutex_acquire_slow(m, w, callsite);
+}
+
 _public_ int pthread_mutex_lock(pthread_mutex_t *m)
 {
 	static const struct wait_spec forever = { .how = WAIT_FOREVER };
 
 	if (likely(mutex_takes_fast_path(m)))
 		return real_mutex_lock(m);
-	return mutex_acquire_slow(m, &forever, __builtin_return_address(0));
+	return mutex_acquire_not_fast(m, &forever, __builtin_return_address(0));
 }
 
 _public_ int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abstime)
@@ -1087,7 +1302,7 @@ _public_ int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *
 
 	if (likely(mutex_takes_fast_path(m)))
 		return real_mutex_acquire(m, &w);
-	return mutex_acquire_slow(m, &w, __builtin_return_address(0));
+	return mutex_acquire_not_fast(m, &w, __builtin_return_address(0));
 }
 
 _public_ int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock, const struct timespec *abstime)
@@ -1096,7 +1311,7 @@ _public_ int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock, const 
 
 	if (likely(mutex_takes_fast_path(m)))
 		return real_mutex_acquire(m, &w);
-	return mutex_acquire_slow(m, &w, __builtin_return_address(0));
+	return mutex_acquire_not_fast(m, &w, __builtin_return_address(0));
 }
 
 static __attribute__((noinline)) int mutex_unlock_maybe_elided(pthread_mutex_t *m)
@@ -1109,6 +1324,20 @@ static __attribute__((noinline)) int mutex_unlock_maybe_elided(pthread_mutex_t *
 	return 0;
 }
 
+/* Its figures are written after the unlock: outside the section. */
+static __attribute__((noinline)) int mutex_unlock_watched(pthread_mutex_t *m)
+{
+	uint64_t hold_end = watch_hold_end();
+	int r;
+
+	if (in_elided_section() && mutex_word(m) == 0)
+		r = mutex_unlock_maybe_elided(m);
+	else
+		r = real_mutex_unlock(m);
+	watch_flush(r == 0 ? hold_end : 0);
+	return r;
+}
+
 _public_ int pthread_mutex_unlock(pthread_mutex_t *m)
 {
 	/* Nothing elided by this thread (every non-RTM case, and every real
@@ -1116,6 +1345,8 @@ _public_ int pthread_mutex_unlock(pthread_mutex_t *m)
 	 * thread's own depth first: reading the lock word would fetch a line
 	 * that a waiter took away, and glibc's atomic then pays a second
 	 * transfer. */
+	if (unlikely(self.watch_lock == m))
+		return mutex_unlock_watched(m);
 	if (likely(!in_elided_section()) || likely(mutex_word(m) != 0))
 		return real_mutex_unlock(m);
 	return mutex_unlock_maybe_elided(m);
@@ -1268,9 +1499,65 @@ static __attribute__((noinline)) int rwlock_acquire_slow(pthread_rwlock_t *rw, e
 	}
 	if (tracked_acquire(rw, rec, c->op))
 		return 0;
+	if (rwlock_held_by_other(rw, c->op == OP_WRLOCK)) {
+		/* A real wait: timed, as for mutexes. */
+		bool counted = atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_WATCH;
+		uint64_t start = now_ns(), got;
+		int r;
+
+		if (counted)
+			rec_note_contended(rec);
+		r = real_rwlock_acquire(rw, c);
+		got = now_ns();
+		watch_note(rw, rec, r, true, !counted, got - start, false, got);
+		return r;
+	}
 	if (atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_WATCH && rwlock_in_use(rw))
 		rec_note_contended(rec);
 	return real_rwlock_acquire(rw, c);
+}
+
+/* PATH_OBSERVE, as mutex_acquire_watched(). */
+static __attribute__((noinline)) int rwlock_acquire_watched(pthread_rwlock_t *rw, enum elide_op op, enum mutex_wait how,
+							     clockid_t clock, const struct timespec *abstime,
+							     void *callsite)
+{
+	const struct rw_call c = { .op = op, .how = how, .clock = clock, .abstime = abstime };
+	bool sampled = watch_sampled(), write = op == OP_WRLOCK, held;
+	uint16_t *idx_ptr = rwlock_idx_ptr(rw, write);
+	uint16_t idx = __atomic_load_n(idx_ptr, __ATOMIC_RELAXED);
+	struct lock_rec *rec;
+	uint64_t start = 0, got;
+	int r;
+
+	if (how != WAIT_FOREVER && (!wait_clock_valid(how == WAIT_CLOCK ? clock : CLOCK_REALTIME) ||
+				    !abstime_valid(abstime)))
+		return real_rwlock_acquire(rw, &c);
+	if (!rwlock_is_elidable(rw))
+		return real_rwlock_acquire(rw, &c);
+	held = rwlock_held_by_other(rw, write);
+	if (!held && (!sampled || idx == 0))
+		return real_rwlock_acquire(rw, &c);
+	if (idx != 0)
+		rec = rec_of_idx(idx);
+	else if (!in_elided_section())
+		rec = registry_attach(rw, idx_ptr, write ? LOCK_KIND_RWLOCK_WRITE : LOCK_KIND_RWLOCK_READ, callsite);
+	else
+		return real_rwlock_acquire(rw, &c);
+	if (held)
+		start = now_ns();
+	r = real_rwlock_acquire(rw, &c);
+	got = now_ns();
+	watch_note(rw, rec, r, held, held, held ? got - start : 0, sampled, got);
+	return r;
+}
+
+static inline int rwlock_acquire_not_fast(pthread_rwlock_t *rw, enum elide_op op, enum mutex_wait how,
+					  clockid_t clock, const struct timespec *abstime, void *callsite)
+{
+	if (elide.path == PATH_OBSERVE)
+		return rwlock_acquire_watched(rw, op, how, clock, abstime, callsite);
+	return rwlock_acquire_slow(rw, op, how, clock, abstime, callsite);
 }
 
 /* As for mutexes; "in use" includes other readers, whose count bounces the
@@ -1282,6 +1569,12 @@ static inline __attribute__((always_inline)) bool rwlock_takes_fast_path(pthread
 
 	if (likely(path == PATH_OFF))
 		return true;
+	if (path == PATH_OBSERVE) {
+		if (watch_tick())
+			return false;
+		prefetch_for_write(&rw->__data.__readers); /* glibc's atomic add comes next */
+		return !rwlock_would_wait(rwlock_readers(rw), write);
+	}
 	/* Bursts: a lock not elided now, or this thread's skip after a
 	 * throttled attempt (THROTTLED_SKIP). */
 	slot = local_slot(rw, write);
@@ -1299,14 +1592,14 @@ _public_ int pthread_rwlock_rdlock(pthread_rwlock_t *rw)
 {
 	if (likely(rwlock_takes_fast_path(rw, false)))
 		return real_rwlock_rdlock(rw);
-	return rwlock_acquire_slow(rw, OP_RDLOCK, WAIT_FOREVER, 0, NULL, __builtin_return_address(0));
+	return rwlock_acquire_not_fast(rw, OP_RDLOCK, WAIT_FOREVER, 0, NULL, __builtin_return_address(0));
 }
 
 _public_ int pthread_rwlock_wrlock(pthread_rwlock_t *rw)
 {
 	if (likely(rwlock_takes_fast_path(rw, true)))
 		return real.rwlock_wrlock(rw);
-	return rwlock_acquire_slow(rw, OP_WRLOCK, WAIT_FOREVER, 0, NULL, __builtin_return_address(0));
+	return rwlock_acquire_not_fast(rw, OP_WRLOCK, WAIT_FOREVER, 0, NULL, __builtin_return_address(0));
 }
 
 _public_ int pthread_rwlock_timedrdlock(pthread_rwlock_t *rw, const struct timespec *abstime)
@@ -1315,7 +1608,7 @@ _public_ int pthread_rwlock_timedrdlock(pthread_rwlock_t *rw, const struct times
 		LAZY(rwlock_timedrdlock, "pthread_rwlock_timedrdlock");
 		return real.rwlock_timedrdlock(rw, abstime);
 	}
-	return rwlock_acquire_slow(rw, OP_RDLOCK, WAIT_TIMED, 0, abstime, __builtin_return_address(0));
+	return rwlock_acquire_not_fast(rw, OP_RDLOCK, WAIT_TIMED, 0, abstime, __builtin_return_address(0));
 }
 
 _public_ int pthread_rwlock_clockrdlock(pthread_rwlock_t *rw, clockid_t clock, const struct timespec *abstime)
@@ -1324,7 +1617,7 @@ _public_ int pthread_rwlock_clockrdlock(pthread_rwlock_t *rw, clockid_t clock, c
 		LAZY(rwlock_clockrdlock, "pthread_rwlock_clockrdlock");
 		return real.rwlock_clockrdlock(rw, clock, abstime);
 	}
-	return rwlock_acquire_slow(rw, OP_RDLOCK, WAIT_CLOCK, clock, abstime, __builtin_return_address(0));
+	return rwlock_acquire_not_fast(rw, OP_RDLOCK, WAIT_CLOCK, clock, abstime, __builtin_return_address(0));
 }
 
 _public_ int pthread_rwlock_timedwrlock(pthread_rwlock_t *rw, const struct timespec *abstime)
@@ -1333,7 +1626,7 @@ _public_ int pthread_rwlock_timedwrlock(pthread_rwlock_t *rw, const struct times
 		LAZY(rwlock_timedwrlock, "pthread_rwlock_timedwrlock");
 		return real.rwlock_timedwrlock(rw, abstime);
 	}
-	return rwlock_acquire_slow(rw, OP_WRLOCK, WAIT_TIMED, 0, abstime, __builtin_return_address(0));
+	return rwlock_acquire_not_fast(rw, OP_WRLOCK, WAIT_TIMED, 0, abstime, __builtin_return_address(0));
 }
 
 _public_ int pthread_rwlock_clockwrlock(pthread_rwlock_t *rw, clockid_t clock, const struct timespec *abstime)
@@ -1342,7 +1635,7 @@ _public_ int pthread_rwlock_clockwrlock(pthread_rwlock_t *rw, clockid_t clock, c
 		LAZY(rwlock_clockwrlock, "pthread_rwlock_clockwrlock");
 		return real.rwlock_clockwrlock(rw, clock, abstime);
 	}
-	return rwlock_acquire_slow(rw, OP_WRLOCK, WAIT_CLOCK, clock, abstime, __builtin_return_address(0));
+	return rwlock_acquire_not_fast(rw, OP_WRLOCK, WAIT_CLOCK, clock, abstime, __builtin_return_address(0));
 }
 
 _public_ int pthread_rwlock_tryrdlock(pthread_rwlock_t *rw)
@@ -1369,10 +1662,21 @@ static __attribute__((noinline)) int rwlock_unlock_maybe_elided(pthread_rwlock_t
 	return 0;
 }
 
+static __attribute__((noinline)) int rwlock_unlock_watched(pthread_rwlock_t *rw)
+{
+	uint64_t hold_end = watch_hold_end();
+	int r = in_elided_section() ? rwlock_unlock_maybe_elided(rw) : real_rwlock_unlock(rw);
+
+	watch_flush(r == 0 ? hold_end : 0);
+	return r;
+}
+
 _public_ int pthread_rwlock_unlock(pthread_rwlock_t *rw)
 {
 	/* A reader count cannot tell our elided read from a real one: only the
 	 * thread's own elided set can. */
+	if (unlikely(self.watch_lock == rw))
+		return rwlock_unlock_watched(rw);
 	if (likely(!in_elided_section()))
 		return real_rwlock_unlock(rw);
 	return rwlock_unlock_maybe_elided(rw);
@@ -1404,22 +1708,25 @@ _public_ int pthread_rwlock_destroy(pthread_rwlock_t *rw)
  * so an elided mutex must become a real one first: abort, and the section
  * re-runs with the lock held for real.
  */
-static inline void leave_elision_for_cond(void)
+static inline void leave_elision_for_cond(const pthread_mutex_t *m)
 {
 	if (unlikely(in_elided_section()))
 		_xabort(ELIDE_XABORT_COND);
+	/* A sampled hold ends where the wait gives the mutex up. */
+	if (unlikely(self.watch_lock == m))
+		watch_flush(watch_hold_end());
 }
 
 _public_ int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
-	leave_elision_for_cond();
+	leave_elision_for_cond(m);
 	LAZY(cond_wait, "pthread_cond_wait");
 	return real.cond_wait(c, m);
 }
 
 _public_ int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abstime)
 {
-	leave_elision_for_cond();
+	leave_elision_for_cond(m);
 	LAZY(cond_timedwait, "pthread_cond_timedwait");
 	return real.cond_timedwait(c, m, abstime);
 }
@@ -1427,7 +1734,7 @@ _public_ int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const
 _public_ int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clock,
 				    const struct timespec *abstime)
 {
-	leave_elision_for_cond();
+	leave_elision_for_cond(m);
 	LAZY(cond_clockwait, "pthread_cond_clockwait");
 	return real.cond_clockwait(c, m, clock, abstime);
 }
@@ -1614,16 +1921,10 @@ static const char *own_rwlock_words_refused(void)
 	return glibc_check_default_rwlock(&fns, thread_tid());
 }
 
-static const char *decide_disabled_reason(void)
+/* What in glibc, its tunables or our table stops libelide using the
+ * locks' bytes, or NULL. */
+static const char *glibc_refusal(void)
 {
-	static char reason[160];
-
-	if (elide.opts.mode == ELIDE_MODE_OFF)
-		return "mode=off";
-	if (!elide.hw.rtm_usable && !elide.sim_abort) {
-		snprintf(reason, sizeof(reason), "no usable RTM: %s", elide.hw.reason);
-		return reason;
-	}
 	if (elide_glibc_elision_enabled(secure_getenv("GLIBC_TUNABLES")))
 		return "GLIBC_TUNABLES enables glibc's own elision (glibc.elision.enable=1); "
 		       "passing through to avoid eliding twice";
@@ -1639,6 +1940,47 @@ static const char *decide_disabled_reason(void)
 }
 
 /*
+ * Why libelide cannot elide here, or NULL.  *watch_instead: the only reason
+ * is the hardware, so locks can still be watched (opts.watch): the same
+ * records in the same bytes of the locks, with no transaction.
+ */
+static const char *decide_disabled_reason(bool *watch_instead)
+{
+	static char reason[160];
+	const char *why;
+
+	*watch_instead = false;
+	if (elide.opts.mode == ELIDE_MODE_OFF)
+		return "mode=off";
+	why = glibc_refusal();
+	if (!elide.hw.rtm_usable && !elide.sim_abort) {
+		/* The hardware is the reason given; the others decide whether
+		 * locks can be watched. */
+		*watch_instead = elide.opts.watch && !why;
+		snprintf(reason, sizeof(reason), "no usable RTM: %s", elide.hw.reason);
+		return reason;
+	}
+	return why;
+}
+
+/* The fast path for a mode. */
+static uint8_t path_of_mode(enum elide_mode mode)
+{
+	if (!elide.enabled)
+		return elide.watch_instead ? PATH_OBSERVE : PATH_OFF;
+	switch (mode) {
+	case ELIDE_MODE_ON:
+		return PATH_TRACK_ALL;
+	case ELIDE_MODE_WATCH:
+		return PATH_OBSERVE;
+	case ELIDE_MODE_ADAPTIVE:
+	case ELIDE_MODE_OFF:
+		break;
+	}
+	return PATH_WATCH;
+}
+
+/*
  * A mode pushed by elided.  The fast path stays in watching mode even for
  * "off" (every lock's gate says never), so tracked locks keep sampling and
  * a later decision still arrives.
@@ -1646,7 +1988,7 @@ static const char *decide_disabled_reason(void)
 void elide_set_mode(enum elide_mode mode)
 {
 	elide.opts.mode = mode;
-	__atomic_store_n(&elide.path, mode == ELIDE_MODE_ON ? PATH_TRACK_ALL : PATH_WATCH, __ATOMIC_RELEASE);
+	__atomic_store_n(&elide.path, path_of_mode(mode), __ATOMIC_RELEASE);
 	registry_apply_mode();
 }
 
@@ -1681,10 +2023,14 @@ __attribute__((constructor(101))) static void elide_init(void)
 				  elide.opts.max_locks);
 	segment_init();
 	pthread_atfork(NULL, NULL, atfork_child);
-	elide.disabled_reason = decide_disabled_reason();
+	elide.disabled_reason = decide_disabled_reason(&elide.watch_instead);
 	if (elide.opts.verbose) {
-		if (elide.disabled_reason)
+		if (elide.disabled_reason && elide.watch_instead)
+			log_info("not eliding (%s); watching contended locks", elide.disabled_reason);
+		else if (elide.disabled_reason)
 			log_info("passing all locks through to glibc: %s", elide.disabled_reason);
+		else if (elide.opts.mode == ELIDE_MODE_WATCH)
+			log_info("watching contended locks, no transactions (mode=watch; %s)", elide.hw.reason);
 		else
 			log_info("eliding with RTM, mode=%s (%s)", elide_mode_to_string(elide.opts.mode),
 				 elide.hw.reason);
@@ -1698,9 +2044,7 @@ __attribute__((constructor(101))) static void elide_init(void)
 			log_info("free rwlocks are read-locked by libelide with glibc's protocol");
 	}
 	elide.enabled = elide.disabled_reason == NULL;
-	__atomic_store_n(&elide.path,
-			 !elide.enabled ? PATH_OFF : elide.opts.mode == ELIDE_MODE_ON ? PATH_TRACK_ALL : PATH_WATCH,
-			 __ATOMIC_RELEASE);
+	__atomic_store_n(&elide.path, path_of_mode(elide.opts.mode), __ATOMIC_RELEASE);
 	segment_publish_status();
 	errno = saved_errno;
 }

@@ -38,7 +38,7 @@ struct opt_desc {
 
 static const struct opt_desc opt_table[] = {
 	{ "mode", OPT_MODE, offsetof(struct elide_options, mode), 0, 0,
-	  "mode must be adaptive, on or off", "mode must be adaptive, on or off" },
+	  "mode must be adaptive, on, off or watch", "mode must be adaptive, on, off or watch" },
 	OPT_U(retries, 0, 64),
 	OPT_U(busy_retries, 0, 64),
 	OPT_U(busy_spins, 0, 1000000),
@@ -58,6 +58,10 @@ static const struct opt_desc opt_table[] = {
 	OPT_B(verbose),
 	OPT_B(own_mutex),
 	OPT_B(own_rwlock),
+	OPT_B(watch),
+	{ "watch_sample", OPT_POW2, offsetof(struct elide_options, watch_sample), 1, 65536,
+	  "value out of range 1..65536 (power of two)",
+	  "not a decimal number 1..65536 (power of two)" },
 };
 
 void elide_options_defaults(struct elide_options *opts)
@@ -80,6 +84,8 @@ void elide_options_defaults(struct elide_options *opts)
 		.verbose = false,
 		.own_mutex = true,
 		.own_rwlock = true,
+		.watch = true,
+		.watch_sample = 1024,
 	};
 }
 
@@ -92,6 +98,8 @@ const char *elide_mode_to_string(enum elide_mode mode)
 		return "on";
 	case ELIDE_MODE_OFF:
 		return "off";
+	case ELIDE_MODE_WATCH:
+		return "watch";
 	}
 	return "unknown";
 }
@@ -183,6 +191,8 @@ static int parse_mode(const char *s, size_t len, enum elide_mode *ret)
 		*ret = ELIDE_MODE_ON;
 	else if (token_eq(s, len, "off"))
 		*ret = ELIDE_MODE_OFF;
+	else if (token_eq(s, len, "watch"))
+		*ret = ELIDE_MODE_WATCH;
 	else
 		return -EINVAL;
 	return 0;

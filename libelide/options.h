@@ -14,10 +14,11 @@ enum elide_mode {
 	ELIDE_MODE_ADAPTIVE = 0, /* elide contended locks, back off on aborts */
 	ELIDE_MODE_ON = 1,       /* try a transaction on every eligible acquisition */
 	ELIDE_MODE_OFF = 2,      /* pass everything straight to glibc */
+	ELIDE_MODE_WATCH = 3,    /* no transactions: record contention, wait and hold times */
 };
 
 struct elide_options {
-	enum elide_mode mode;     /* mode=adaptive|on|off            default adaptive */
+	enum elide_mode mode;     /* mode=adaptive|on|off|watch      default adaptive */
 	unsigned retries;         /* retries=0..64       conflict/retry-able aborts retried per acquisition, default 3 */
 	unsigned busy_retries;    /* busy_retries=0..64  lock-busy aborts retried per acquisition, default 3 */
 	unsigned busy_spins;      /* busy_spins=0..1000000 pause iterations waiting for a busy lock to become free, default 400 (a PAUSE is 10-140 cycles) */
@@ -37,6 +38,10 @@ struct elide_options {
 				   * libelide (1) or always call glibc's functions (0), default 1 */
 	bool own_rwlock;          /* own_rwlock=0|1 read-lock and unlock free rwlocks with glibc's protocol in
 				   * libelide (1) or always call glibc's functions (0), default 1 */
+	bool watch;               /* watch=0|1   without usable RTM, watch contended locks (1) or pass
+				   * everything through untouched (0), default 1 */
+	unsigned watch_sample;    /* watch_sample=1..65536, power of two: of a watched lock, count 1 in N
+				   * acquisitions and time its hold, default 1024 */
 };
 
 /* Fill *opts with the defaults above. */
@@ -46,7 +51,7 @@ void elide_options_defaults(struct elide_options *opts);
  * Called once per rejected pair.  `pair` points into the parsed string and is
  * `pair_len` bytes long (not NUL-terminated); `why` is a static string such
  * as "unknown option", "value out of range 0..64", "not a number",
- * "must be a power of two", "missing '='", "mode must be adaptive, on or off".
+ * "must be a power of two", "missing '='", "mode must be adaptive, on, off or watch".
  */
 typedef void (*elide_option_error_fn)(const char *pair, size_t pair_len, const char *why, void *userdata);
 
@@ -60,7 +65,7 @@ typedef void (*elide_option_error_fn)(const char *pair, size_t pair_len, const c
 int elide_options_parse(struct elide_options *opts, const char *str,
 			elide_option_error_fn on_error, void *userdata);
 
-/* "adaptive", "on" or "off". */
+/* "adaptive", "on", "off" or "watch". */
 const char *elide_mode_to_string(enum elide_mode mode);
 
 #endif

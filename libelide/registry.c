@@ -134,7 +134,10 @@ void rec_publish_state(struct lock_rec *rec)
 	uint32_t policy = atomic_load_explicit(&rec->policy, memory_order_relaxed);
 	unsigned changed = 0;
 
-	if (!elide.enabled || elide.opts.mode == ELIDE_MODE_OFF) {
+	if (__atomic_load_n(&elide.path, __ATOMIC_RELAXED) == PATH_OBSERVE) {
+		state = ELIDE_SEG_STATE_PLAIN;
+		reason = ELIDE_SEG_REASON_WATCHING;
+	} else if (!elide.enabled || elide.opts.mode == ELIDE_MODE_OFF) {
 		state = ELIDE_SEG_STATE_PLAIN;
 		reason = ELIDE_SEG_REASON_PROCESS_OFF;
 	} else if (state == ELIDE_SEG_STATE_OFF_ADAPT) {

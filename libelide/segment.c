@@ -227,7 +227,8 @@ static void fill_header(struct elide_seg_header *h, uint64_t start_time)
 	strncpy(h->lib_version, PACKAGE_VERSION, sizeof(h->lib_version) - 1);
 	h->sample = elide.opts.sample;
 	/* rec_touch() marks every entry it writes (header.dirty[]). */
-	h->features = ELIDE_SEG_FEATURE_DIRTY;
+	h->features = ELIDE_SEG_FEATURE_DIRTY | ELIDE_SEG_FEATURE_WATCH;
+	h->watch_sample = elide.opts.watch_sample;
 	/* Valid from the first moment; segment_publish_status() refines them. */
 	h->mode = (uint32_t)elide.opts.mode + 1;
 	h->elision = ELIDE_SEG_ELISION_OFF;
@@ -522,6 +523,7 @@ void segment_init(void)
 
 void segment_publish_status(void)
 {
+	static char watching[ELIDE_SEG_REASON_MAX];
 	struct elide_seg_header *h = elide.seg_header;
 	struct timespec now;
 	const char *why;
@@ -529,8 +531,14 @@ void segment_publish_status(void)
 	if (!h)
 		return;
 	why = !elide.enabled ? elide.disabled_reason :
-	      elide.opts.mode == ELIDE_MODE_OFF ? "mode=off (set by elided)" : elide.hw.reason;
-	__atomic_store_n(&h->elision, elide.enabled && elide.opts.mode != ELIDE_MODE_OFF ? ELIDE_SEG_ELISION_ON : ELIDE_SEG_ELISION_OFF,
+	      elide.opts.mode == ELIDE_MODE_OFF ? "mode=off (set by elided)" :
+	      elide.opts.mode == ELIDE_MODE_WATCH ? "mode=watch" : elide.hw.reason;
+	if (why && __atomic_load_n(&elide.path, __ATOMIC_RELAXED) == PATH_OBSERVE) {
+		snprintf(watching, sizeof(watching), "watching contended locks; %s", why);
+		why = watching;
+	}
+	__atomic_store_n(&h->elision, elide.enabled && elide.opts.mode != ELIDE_MODE_OFF &&
+			 elide.opts.mode != ELIDE_MODE_WATCH ? ELIDE_SEG_ELISION_ON : ELIDE_SEG_ELISION_OFF,
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&h->mode, (uint32_t)elide.opts.mode + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&h->rtm_usable, elide.hw.rtm_usable ? 1u : 0u, __ATOMIC_RELAXED);
@@ -765,7 +773,7 @@ void segment_poll_control_slow(void)
 		elide.opts.skip_max = c.skip_max;
 	if (control_value_ok(c.abort_ratio_ppm, 1, 1000000) && c.abort_ratio_ppm)
 		elide.opts.abort_ratio = c.abort_ratio_ppm / 1e6;
-	if (c.mode >= ELIDE_SEG_MODE_ADAPTIVE && c.mode <= ELIDE_SEG_MODE_OFF) {
+	if (c.mode >= ELIDE_SEG_MODE_ADAPTIVE && c.mode <= ELIDE_SEG_MODE_WATCH) {
 		enum elide_mode mode = (enum elide_mode)(c.mode - 1);
 
 		if (mode != elide.opts.mode)

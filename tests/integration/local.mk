@@ -95,6 +95,13 @@ tests_integration_workload_contended_CFLAGS = $(AM_CFLAGS)
 TESTS += tests/integration/test-elidectl-direct.sh
 EXTRA_DIST += tests/integration/test-elidectl-direct.sh
 
+# Watch mode: a mutex with known waits and holds (not a test itself).
+check_PROGRAMS += tests/integration/watch-measure
+tests_integration_watch_measure_SOURCES = tests/integration/watch-measure.c
+tests_integration_watch_measure_CFLAGS = $(AM_CFLAGS)
+TESTS += tests/integration/test-watch.sh
+EXTRA_DIST += tests/integration/test-watch.sh
+
 TESTS += tests/integration/test-elided.sh
 EXTRA_DIST += tests/integration/test-elided.sh
 

@@ -5,7 +5,9 @@
 # pthread function returns, for every mutex type and rwlock kind, and checks
 # each result against POSIX/glibc 2.36 itself.  It runs once without
 # libelide (the reference transcript), then under libelide in every mode
-# and, on a CPU without RTM, with every simulated abort cause in adaptive and
+# (watch mode too, sampled as usual and with every acquisition timed; and
+# without RTM, watching by default or passing through with watch=0) and,
+# on a CPU without RTM, with every simulated abort cause in adaptive and
 # on mode (with RTM, the adaptive and on runs use real transactions).  Every
 # transcript must equal the reference and every run must exit 0.
 #
@@ -83,6 +85,10 @@ configs=(
 	"off|mode=off||"
 	"own-mutex-0|mode=adaptive,own_mutex=0||"
 	"fake-no-rtm|mode=on|1|"
+	"fake-no-rtm-adaptive|mode=adaptive|1|"
+	"fake-no-rtm-watch-0|mode=adaptive,watch=0|1|"
+	"watch|mode=watch||"
+	"watch-every|mode=watch,watch_sample=1||"
 )
 if grep -qw rtm /proc/cpuinfo 2>/dev/null; then
 	note "this CPU has RTM: adaptive and on use real transactions, no simulated aborts"

@@ -311,6 +311,12 @@ int elided_read_lock_totals(struct elided *daemon, struct tracked_process *p, st
 	for (size_t i = 0; i < p->nlocks; i++) {
 		out[i].view = &p->locks[i];
 		memcpy(out[i].stats, table[i], sizeof(out[i].stats));
+		/* Contention figures: distinct values per lock and field. */
+		out[i].wait_ns = 1000 * (i + 1) + 1;
+		out[i].wait_max_ns = 1000 * (i + 1) + 2;
+		out[i].hold_ns = 1000 * (i + 1) + 3;
+		out[i].hold_samples = 1000 * (i + 1) + 4;
+		out[i].hold_long = 1000 * (i + 1) + 5;
 	}
 	*ret = out;
 	*n = p->nlocks;
@@ -619,8 +625,12 @@ struct lock_row {
 	uint64_t acquired, attempts, commits, fallbacks, contended, cycles_lost;
 	uint64_t aborts[8];     /* conflict .. other */
 	unsigned naborts;
+	uint64_t watch[5];      /* watch_keys[] */
+	unsigned nwatch;
 	double acquired_rate, commits_rate, ratio;
 };
+
+static const char *const watch_keys[] = { "wait_ns", "wait_max_ns", "hold_ns", "hold_samples", "hold_long" };
 
 static int get_locks(uint32_t pid, sd_bus_message **reply, struct lock_row *rows, int max)
 {
@@ -646,10 +656,17 @@ static int get_locks(uint32_t pid, sd_bus_message **reply, struct lock_row *rows
 						     &row.commits, &row.fallbacks, &row.contended), 0);
 		ck_assert_int_gt(sd_bus_message_enter_container(*reply, 'a', "{st}"), 0);
 		while ((r = sd_bus_message_read(*reply, "{st}", &cause, &v)) > 0) {
-			ck_assert_uint_lt(row.naborts, 8);
+			/* The abort causes, in order, then the contention figures. */
+			if (row.naborts == 8) {
+				ck_assert_uint_lt(row.nwatch, ARRAY_SIZE(watch_keys));
+				ck_assert_str_eq(cause, watch_keys[row.nwatch]);
+				row.watch[row.nwatch++] = v;
+				continue;
+			}
 			ck_assert_str_eq(cause, causes[row.naborts]);
 			row.aborts[row.naborts++] = v;
 		}
+		ck_assert_uint_eq(row.nwatch, ARRAY_SIZE(watch_keys));
 		ck_assert_int_eq(r, 0);
 		ck_assert_int_ge(sd_bus_message_exit_container(*reply), 0);
 		ck_assert_int_gt(sd_bus_message_read(*reply, "tdddsss", &row.cycles_lost, &row.acquired_rate,
@@ -940,6 +957,8 @@ START_TEST(test_get_locks)
 	for (int i = 0; i < 8; i++)
 		ck_assert_uint_eq(rows[0].aborts[i], aborts[i]);
 	ck_assert_uint_eq(rows[0].cycles_lost, 12345);
+	for (unsigned i = 0; i < ARRAY_SIZE(watch_keys); i++)
+		ck_assert_uint_eq(rows[0].watch[i], 1000 + i + 1);
 	ck_assert_double_eq_tol(rows[0].acquired_rate, 100, 1e-9);
 	ck_assert_double_eq_tol(rows[0].commits_rate, 80, 1e-9);
 	ck_assert_double_eq_tol(rows[0].ratio, 10.0 / 90.0, 1e-9);
@@ -1181,9 +1200,9 @@ START_TEST(test_overrides)
 	ck_assert_int_eq(locks_a[1].override, POLICY_MODE_UNSET);
 
 	/* Bad mode: refused before anything is looked up or called. */
-	assert_call_error(SD_BUS_ERROR_INVALID_ARGS, "Invalid mode 'bogus': expected adaptive, on or off",
+	assert_call_error(SD_BUS_ERROR_INVALID_ARGS, "Invalid mode 'bogus': expected adaptive, on, off or watch",
 			  "SetProcessMode", "us", (uint32_t)PID_A, "bogus");
-	assert_call_error(SD_BUS_ERROR_INVALID_ARGS, "Invalid mode '': expected adaptive, on or off",
+	assert_call_error(SD_BUS_ERROR_INVALID_ARGS, "Invalid mode '': expected adaptive, on, off or watch",
 			  "SetLockMode", "uss", (uint32_t)PID_A, "stats_lock", "");
 	ck_assert_int_eq(calls.set, 2);
 

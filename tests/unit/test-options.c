@@ -52,6 +52,8 @@ static void assert_opts_eq(const struct elide_options *a, const struct elide_opt
 	ck_assert(a->own_mutex == b->own_mutex);
 	ck_assert(a->own_rwlock == b->own_rwlock);
 	ck_assert(a->verbose == b->verbose);
+	ck_assert(a->watch == b->watch);
+	ck_assert_uint_eq(a->watch_sample, b->watch_sample);
 }
 
 static void assert_defaults(const struct elide_options *o)
@@ -85,6 +87,8 @@ START_TEST(test_defaults)
 	ck_assert(o.own_mutex);
 	ck_assert(o.own_rwlock);
 	ck_assert(!o.verbose);
+	ck_assert(o.watch);
+	ck_assert_uint_eq(o.watch_sample, 1024);
 }
 END_TEST
 
@@ -93,6 +97,7 @@ START_TEST(test_mode_to_string)
 	ck_assert_str_eq(elide_mode_to_string(ELIDE_MODE_ADAPTIVE), "adaptive");
 	ck_assert_str_eq(elide_mode_to_string(ELIDE_MODE_ON), "on");
 	ck_assert_str_eq(elide_mode_to_string(ELIDE_MODE_OFF), "off");
+	ck_assert_str_eq(elide_mode_to_string(ELIDE_MODE_WATCH), "watch");
 }
 END_TEST
 
@@ -208,7 +213,7 @@ START_TEST(test_range_reason)
 	ck_assert_int_eq(parse(&o, "mode", &log), 1);
 	ck_assert_str_eq(log.why, "missing '='");
 	ck_assert_int_eq(parse(&o, "mode=auto", &log), 1);
-	ck_assert_str_eq(log.why, "mode must be adaptive, on or off");
+	ck_assert_str_eq(log.why, "mode must be adaptive, on, off or watch");
 	ck_assert_int_eq(parse(&o, "abort_ratio=1.5", &log), 1);
 	ck_assert_ptr_nonnull(strstr(log.why, "0..1"));
 }
@@ -321,6 +326,20 @@ START_TEST(test_mode)
 	ck_assert_int_eq(o.mode, ELIDE_MODE_OFF);
 	ck_assert_int_eq(parse(&o, "mode=adaptive", &log), 0);
 	ck_assert_int_eq(o.mode, ELIDE_MODE_ADAPTIVE);
+	ck_assert_int_eq(parse(&o, "mode=watch", &log), 0);
+	ck_assert_int_eq(o.mode, ELIDE_MODE_WATCH);
+	ck_assert_int_eq(parse(&o, "watch=0,watch_sample=1", &log), 0);
+	ck_assert(!o.watch);
+	ck_assert_uint_eq(o.watch_sample, 1);
+	ck_assert_int_eq(parse(&o, "watch=1,watch_sample=65536", &log), 0);
+	ck_assert(o.watch);
+	ck_assert_uint_eq(o.watch_sample, 65536);
+
+	reject_value("watch_sample", "0");
+	reject_value("watch_sample", "3");
+	reject_value("watch_sample", "131072");
+	reject_value("watch", "2");
+	reject_value("mode", "WATCH");
 
 	reject_value("mode", "");
 	reject_value("mode", "ON");

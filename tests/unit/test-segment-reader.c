@@ -386,7 +386,7 @@ START_TEST(test_bad_header_fields)
 		{ offsetof(struct elide_seg_header, lock_high_water), 0xffffffffu, "lock_high_water" },
 		{ offsetof(struct elide_seg_header, elision), 2, "elision" },
 		{ offsetof(struct elide_seg_header, mode), 0, "mode" },
-		{ offsetof(struct elide_seg_header, mode), 4, "mode" },
+		{ offsetof(struct elide_seg_header, mode), ELIDE_SEG_MODE_WATCH + 1, "mode" },
 		{ offsetof(struct elide_seg_header, sample), 0, "sample" },
 		{ offsetof(struct elide_seg_header, sample), 3, "sample" },
 		{ offsetof(struct elide_seg_header, sample), 131072, "sample" },
@@ -398,6 +398,27 @@ START_TEST(test_bad_header_fields)
 
 		memcpy(s.buf + cases[i].off, &cases[i].value, sizeof(uint32_t));
 		expect_seg_fail(&s, -EBADMSG, cases[i].what);
+	}
+
+	/* watch_sample counts only where the writer says it keeps it up. */
+	static const uint32_t bad_samples[] = { 0, 3, 131072, 0xffffffffu };
+	for (size_t i = 0; i < sizeof(bad_samples) / sizeof(bad_samples[0]); i++) {
+		WITH_SEG(s, 16, 5);
+
+		hdr(&s)->features |= ELIDE_SEG_FEATURE_WATCH;
+		hdr(&s)->watch_sample = bad_samples[i];
+		expect_seg_fail(&s, -EBADMSG, "watch_sample");
+	}
+	{
+		WITH_SEG(s, 16, 5);
+		struct seg_snapshot *snap;
+
+		hdr(&s)->features &= ~ELIDE_SEG_FEATURE_WATCH;
+		hdr(&s)->watch_sample = 3;
+		seg_write(&s);
+		snap = read_ok(s.name, 0);
+		seg_snapshot_free(snap);
+		seg_done(&s);
 	}
 }
 END_TEST
@@ -532,7 +553,7 @@ START_TEST(test_bad_entry_explained)
 		{ 3, "entry 3: kind 9 out of range 0..4" },
 		{ 4, "entry 4: state 7 out of range 0..3" },
 		{ 5, "entry 5: name is not NUL-terminated" },
-		{ 6, "entry 6: reason 10 out of range 0..9" },
+		{ 6, "entry 6: reason 11 out of range 0..10" },
 		{ 7, "entry 7: policy 3 out of range 0..2" },
 		{ 8, "entry 8: kind 4, but entry 1 and only it is the overflow entry" },
 	};
@@ -844,7 +865,8 @@ START_TEST(test_to_string)
 	ck_assert_str_eq(seg_reason_to_string(ELIDE_SEG_NREASONS), "?");
 	ck_assert_str_eq(seg_reason_to_string(UINT32_MAX), "?");
 	ck_assert_str_eq(seg_mode_to_string(ELIDE_SEG_MODE_ADAPTIVE), "adaptive");
-	ck_assert_str_eq(seg_mode_to_string(4), "?");
+	ck_assert_str_eq(seg_mode_to_string(ELIDE_SEG_MODE_WATCH), "watch");
+	ck_assert_str_eq(seg_mode_to_string(5), "?");
 	ck_assert_str_eq(seg_source_to_string(ELIDE_SEG_SOURCE_NONE), "");
 	ck_assert_str_eq(seg_source_to_string(ELIDE_SEG_SOURCE_ADAPTATION), "adaptation");
 	ck_assert_str_eq(seg_source_to_string(ELIDE_SEG_SOURCE_LEARNED), "learned");
