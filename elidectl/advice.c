@@ -72,6 +72,17 @@ void advise_lock(const struct elide_seg_lock *l, double runtime_s, struct advice
 	a->verdict = ADVICE_CANDIDATE;
 }
 
+void advise_observed(uint64_t waits, uint64_t wait_ns, double runtime_s, struct advice *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->wait_share = runtime_s > 0 ? (double)wait_ns / (runtime_s * 1e9) : -1.0;
+	a->contended_share = -1.0;
+	a->long_share = -1.0;
+	a->commit_share = -1.0;
+	/* Without the acquisitions only the waiting time can say "quiet". */
+	a->verdict = waits && !(a->wait_share >= 0 && a->wait_share < WAIT_SHARE_MIN) ? ADVICE_WAITS : ADVICE_QUIET;
+}
+
 const char *advice_verdict_name(enum advice_verdict v)
 {
 	switch (v) {
@@ -87,6 +98,8 @@ const char *advice_verdict_name(enum advice_verdict v)
 		return "elides";
 	case ADVICE_ABORTS:
 		return "aborts";
+	case ADVICE_WAITS:
+		return "waits";
 	}
 	return "?";
 }
@@ -106,6 +119,8 @@ const char *advice_verdict_text(enum advice_verdict v)
 		return "measured: its transactions commit";
 	case ADVICE_ABORTS:
 		return "measured: its transactions abort";
+	case ADVICE_WAITS:
+		return "threads sleep waiting for it (seen without libelide): its hold times decide, measure them";
 	}
 	return "?";
 }
@@ -128,6 +143,12 @@ void advice_action(const struct advice *a, const char *exe, const char *unit, bo
 		return;
 	case ADVICE_TOO_LONG:
 		snprintf(buf, size, "shorten the section or split the lock");
+		return;
+	case ADVICE_WAITS:
+		if (unit && *unit)
+			snprintf(buf, size, "measure it: elidectl enable --unit %s --mode watch", unit);
+		else
+			snprintf(buf, size, "measure it: elidectl run --mode watch %s", exe && *exe ? exe : "EXE");
 		return;
 	case ADVICE_UNKNOWN:
 	case ADVICE_QUIET:

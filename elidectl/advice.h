@@ -16,6 +16,7 @@ enum advice_verdict {
 	ADVICE_CANDIDATE,  /* contended, short sections: may pay (estimate) */
 	ADVICE_ELIDES,     /* RTM measured: commits */
 	ADVICE_ABORTS,     /* RTM measured: aborts */
+	ADVICE_WAITS,      /* seen from outside (BPF, no libelide): waits, holds unknown */
 };
 
 struct advice {
@@ -30,6 +31,9 @@ struct advice {
 
 /* runtime_s: how long the process has run with libelide (0: unknown). */
 void advise_lock(const struct elide_seg_lock *l, double runtime_s, struct advice *a);
+/* A lock of a program without libelide, from elided's BPF observer: only
+ * its sleeps are known. */
+void advise_observed(uint64_t waits, uint64_t wait_ns, double runtime_s, struct advice *a);
 const char *advice_verdict_name(enum advice_verdict v);
 const char *advice_verdict_text(enum advice_verdict v);
 /* What to do about it: a command or a configuration rule, or "-". */

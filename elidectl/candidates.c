@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <systemd/sd-bus.h>
 
 #include "advice.h"
 #include "elidectl.h"
@@ -18,8 +20,11 @@
 #define CANDIDATES_DEFAULT_MAX 20
 
 struct candidate {
-	const struct seg_snapshot *proc;
-	const struct elide_seg_lock *lock;
+	pid_t pid;
+	char comm[ELIDE_SEG_COMM_MAX];
+	char exe[ELIDE_SEG_EXE_MAX];
+	struct elide_seg_lock lock;   /* a copy; of an observed lock only the waits */
+	bool observed;                /* a program without libelide, seen by elided's BPF */
 	struct advice advice;
 	char name[ELIDE_SEG_NAME_MAX + 160];
 	char site[256];
@@ -33,13 +38,13 @@ static int cmp_candidates(const void *a, const void *b)
 {
 	const struct candidate *x = a, *y = b;
 
-	if (x->lock->wait_ns != y->lock->wait_ns)
-		return x->lock->wait_ns < y->lock->wait_ns ? 1 : -1;
-	if (x->lock->stats[ELIDE_SEG_STAT_CONTENDED] != y->lock->stats[ELIDE_SEG_STAT_CONTENDED])
-		return x->lock->stats[ELIDE_SEG_STAT_CONTENDED] < y->lock->stats[ELIDE_SEG_STAT_CONTENDED] ? 1 : -1;
-	if (x->proc->pid != y->proc->pid)
-		return x->proc->pid < y->proc->pid ? -1 : 1;
-	return (x->lock->addr > y->lock->addr) - (x->lock->addr < y->lock->addr);
+	if (x->lock.wait_ns != y->lock.wait_ns)
+		return x->lock.wait_ns < y->lock.wait_ns ? 1 : -1;
+	if (x->lock.stats[ELIDE_SEG_STAT_CONTENDED] != y->lock.stats[ELIDE_SEG_STAT_CONTENDED])
+		return x->lock.stats[ELIDE_SEG_STAT_CONTENDED] < y->lock.stats[ELIDE_SEG_STAT_CONTENDED] ? 1 : -1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return (x->lock.addr > y->lock.addr) - (x->lock.addr < y->lock.addr);
 }
 
 static void name_lock(struct source *s, const struct seg_snapshot *p, const struct elide_seg_lock *l,
@@ -62,11 +67,107 @@ static void name_lock(struct source *s, const struct seg_snapshot *p, const stru
 		snprintf(c->name, sizeof(c->name), "0x%llx", (unsigned long long)l->addr);
 }
 
-static int collect(struct source *s, struct seg_snapshot **procs, size_t n, struct candidate **ret, size_t *ret_n)
+struct candidates {
+	struct candidate *v;
+	size_t n, allocated;
+};
+
+static struct candidate *candidate_add(struct candidates *c)
+{
+	if (c->n == c->allocated) {
+		size_t a = c->allocated ? c->allocated * 2 : 32;
+		struct candidate *q = reallocarray(c->v, a, sizeof(*c->v));
+
+		if (!q)
+			return NULL;
+		c->v = q;
+		c->allocated = a;
+	}
+	memset(&c->v[c->n], 0, sizeof(c->v[0]));
+	return &c->v[c->n++];
+}
+
+/* Seconds since a process started, from its start time in clock ticks
+ * after boot; 0 when unknown. */
+static double seconds_since_boot_ticks(uint64_t start_ticks)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	double uptime = 0;
+	FILE *f = fopen("/proc/uptime", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lf", &uptime) != 1)
+		uptime = 0;
+	fclose(f);
+	if (hz <= 0 || uptime <= 0 || (double)start_ticks / (double)hz > uptime)
+		return 0;
+	return uptime - (double)start_ticks / (double)hz;
+}
+
+/*
+ * Programs without libelide, from elided's BPF observer (ListObservedLocks):
+ * their locks are named by module and offset, which elided reads from
+ * /proc/PID/maps.  Without elided, or where it does not observe, none:
+ * *why says so.
+ */
+static int collect_observed(struct source *s, struct candidates *c, char *why, size_t whylen)
+{
+	_cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	sd_bus *bus = source_bus(s);
+	int r;
+
+	why[0] = '\0';
+	if (!bus) {
+		snprintf(why, whylen, "programs without libelide are seen only through elided");
+		return 0;
+	}
+	r = sd_bus_call_method(bus, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, "ListObservedLocks", &e,
+			       &reply, "");
+	if (r < 0) {
+		sanitize_text(e.message ? e.message : strerror(-r), why, whylen);
+		return 0;
+	}
+	r = sd_bus_message_enter_container(reply, 'a', "(uutssstttt)");
+	if (r < 0)
+		return r;
+	for (;;) {
+		const char *comm, *exe, *where;
+		uint64_t start, addr, waits, wait_ns, max_ns;
+		uint32_t pid, uid;
+		struct candidate *o;
+
+		r = sd_bus_message_read(reply, "(uutssstttt)", &pid, &uid, &start, &comm, &exe, &where, &addr, &waits,
+					&wait_ns, &max_ns);
+		if (r < 0)
+			return r;
+		if (r == 0)
+			break;
+		o = candidate_add(c);
+		if (!o)
+			return -ENOMEM;
+		o->pid = (pid_t)pid;
+		o->observed = true;
+		snprintf(o->comm, sizeof(o->comm), "%s", comm);
+		snprintf(o->exe, sizeof(o->exe), "%s", exe);
+		sanitize_text(where, o->name, sizeof(o->name));
+		snprintf(o->site, sizeof(o->site), "-");
+		o->lock.kind = ELIDE_SEG_KIND_MUTEX;
+		o->lock.addr = addr;
+		o->lock.stats[ELIDE_SEG_STAT_CONTENDED] = waits;
+		o->lock.wait_ns = wait_ns;
+		o->lock.wait_max_ns = max_ns;
+		o->runtime_s = seconds_since_boot_ticks(start);
+		advise_observed(waits, wait_ns, o->runtime_s, &o->advice);
+		advice_action(&o->advice, exe, NULL, false, o->action, sizeof(o->action));
+	}
+	return sd_bus_message_exit_container(reply);
+}
+
+static int collect(struct source *s, struct seg_snapshot **procs, size_t n, struct candidates *c)
 {
 	uint64_t now = now_realtime_ns();
-	struct candidate *cands = NULL;
-	size_t ncands = 0, allocated = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct seg_snapshot *p = procs[i];
@@ -76,38 +177,26 @@ static int collect(struct source *s, struct seg_snapshot **procs, size_t n, stru
 
 		for (uint32_t k = 0; k < p->nlocks; k++) {
 			const struct elide_seg_lock *l = &p->locks[k].lock;
-			struct candidate *c;
+			struct candidate *o;
 
 			/* Only locks somebody waited for, or whose holds were
 			 * timed: the rest have nothing to advise on. */
 			if (l->kind == ELIDE_SEG_KIND_OVERFLOW || l->stats[ELIDE_SEG_STAT_CONTENDED] == 0)
 				continue;
-			if (ncands == allocated) {
-				size_t a = allocated ? allocated * 2 : 32;
-				struct candidate *q = reallocarray(cands, a, sizeof(*cands));
-
-				if (!q) {
-					free(cands);
-					return -ENOMEM;
-				}
-				cands = q;
-				allocated = a;
-			}
-			c = &cands[ncands++];
-			memset(c, 0, sizeof(*c));
-			c->proc = p;
-			c->lock = l;
-			c->runtime_s = runtime;
-			advise_lock(l, runtime, &c->advice);
-			name_lock(s, p, l, c);
-			advice_action(&c->advice, p->header.exe, have_info ? info.unit : NULL, p->header.rtm_usable != 0,
-				      c->action, sizeof(c->action));
+			o = candidate_add(c);
+			if (!o)
+				return -ENOMEM;
+			o->pid = p->pid;
+			snprintf(o->comm, sizeof(o->comm), "%s", p->header.comm);
+			snprintf(o->exe, sizeof(o->exe), "%s", p->header.exe);
+			o->lock = *l;
+			o->runtime_s = runtime;
+			advise_lock(l, runtime, &o->advice);
+			name_lock(s, p, l, o);
+			advice_action(&o->advice, p->header.exe, have_info ? info.unit : NULL, p->header.rtm_usable != 0,
+				      o->action, sizeof(o->action));
 		}
 	}
-	if (ncands)
-		qsort(cands, ncands, sizeof(*cands), cmp_candidates);
-	*ret = cands;
-	*ret_n = ncands;
 	return 0;
 }
 
@@ -134,7 +223,7 @@ static int add_share(struct table *t, double share)
 	return table_add_cellf(t, "%.1f%%", 100.0 * share);
 }
 
-static int candidates_table(const struct candidate *c, size_t n, const struct ctl_options *o)
+static int candidates_table(const struct candidate *c, size_t n, const struct ctl_options *o, const char *why)
 {
 	struct table *t = NULL;
 	int r;
@@ -143,11 +232,11 @@ static int candidates_table(const struct candidate *c, size_t n, const struct ct
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
-		const struct elide_seg_lock *l = c[i].lock;
+		const struct elide_seg_lock *l = &c[i].lock;
 		char comm[ELIDE_SEG_COMM_MAX * 4];
 
-		sanitize_text(c[i].proc->header.comm, comm, sizeof(comm));
-		if ((r = table_add_cellf(t, "%d", (int)c[i].proc->pid)) < 0 ||
+		sanitize_text(c[i].comm, comm, sizeof(comm));
+		if ((r = table_add_cellf(t, "%d", (int)c[i].pid)) < 0 ||
 		    (r = table_add_cell(t, comm[0] ? comm : "-")) < 0 ||
 		    (r = table_add_cell(t, c[i].name)) < 0 ||
 		    (r = table_add_cell(t, c[i].site)) < 0 ||
@@ -170,6 +259,8 @@ static int candidates_table(const struct candidate *c, size_t n, const struct ct
 	r = table_print(t, stdout, o->legend);
 	if (r >= 0 && o->legend && n)
 		printf("Verdicts are estimates from waiting and hold times; see elidectl(1), ADVICE.\n");
+	if (r >= 0 && o->legend && why[0])
+		printf("Programs without libelide: not shown (%s).\n", why);
 out:
 	table_free(t);
 	return r;
@@ -191,15 +282,18 @@ static int candidates_json(const struct candidate *c, size_t n, const struct ctl
 	json_init(&j, stdout, o->json_pretty);
 	json_begin_array(&j);
 	for (size_t i = 0; i < n; i++) {
-		const struct elide_seg_lock *l = c[i].lock;
+		const struct elide_seg_lock *l = &c[i].lock;
 
 		json_begin_object(&j);
 		json_key(&j, "pid");
-		json_int(&j, c[i].proc->pid);
+		json_int(&j, c[i].pid);
 		json_key(&j, "exe");
-		json_string(&j, c[i].proc->header.exe[0] ? c[i].proc->header.exe : NULL);
+		json_string(&j, c[i].exe[0] ? c[i].exe : NULL);
 		json_key(&j, "comm");
-		json_string(&j, c[i].proc->header.comm[0] ? c[i].proc->header.comm : NULL);
+		json_string(&j, c[i].comm[0] ? c[i].comm : NULL);
+		/* libelide's segment, or elided's BPF observer (waits only). */
+		json_key(&j, "source");
+		json_string(&j, c[i].observed ? "bpf" : "libelide");
 		json_key(&j, "lock");
 		json_string(&j, c[i].name);
 		json_key(&j, "kind");
@@ -207,9 +301,15 @@ static int candidates_json(const struct candidate *c, size_t n, const struct ctl
 		json_key(&j, "callsite");
 		json_string(&j, l->callsite ? c[i].site : NULL);
 		json_key(&j, "seconds");
-		json_double(&j, c[i].runtime_s);
+		if (c[i].runtime_s > 0)
+			json_double(&j, c[i].runtime_s);
+		else
+			json_null(&j);
 		json_key(&j, "acquired");
-		json_uint(&j, l->stats[ELIDE_SEG_STAT_ACQUIRED]);
+		if (c[i].observed)
+			json_null(&j);
+		else
+			json_uint(&j, l->stats[ELIDE_SEG_STAT_ACQUIRED]);
 		json_key(&j, "contended");
 		json_uint(&j, l->stats[ELIDE_SEG_STAT_CONTENDED]);
 		json_share(&j, "contended_share", c[i].advice.contended_share);
@@ -242,8 +342,9 @@ static int candidates_json(const struct candidate *c, size_t n, const struct ctl
 int verb_candidates(struct source *s, const struct ctl_options *o, int argc, char **argv)
 {
 	struct seg_snapshot **procs = NULL;
-	struct candidate *cands = NULL;
+	struct candidates c = { 0 };
 	size_t nprocs = 0, n = 0;
+	char why[256];
 	int r;
 
 	if (argc != 1) {
@@ -262,20 +363,24 @@ int verb_candidates(struct source *s, const struct ctl_options *o, int argc, cha
 		log_error("cannot list the processes: %s", s->error[0] ? s->error : strerror(-r));
 		return s->error_exit ? s->error_exit : EXIT_FAIL;
 	}
-	r = collect(s, procs, nprocs, &cands, &n);
+	r = collect(s, procs, nprocs, &c);
+	if (r >= 0)
+		r = collect_observed(s, &c, why, sizeof(why));
 	if (r >= 0) {
 		size_t max = o->max_set ? o->max : CANDIDATES_DEFAULT_MAX;
 
-		if (n > max)
-			n = max;
+		if (c.n)
+			qsort(c.v, c.n, sizeof(*c.v), cmp_candidates);
+		n = c.n > max ? max : c.n;
 		if (o->json)
-			r = candidates_json(cands, n, o);
+			r = candidates_json(c.v, n, o);
 		else if (n == 0 && o->legend)
-			printf("No contended locks seen yet (%zu processes with libelide).\n", nprocs);
+			printf("No contended locks seen yet (%zu processes with libelide%s%s).\n", nprocs,
+			       why[0] ? "; programs without libelide: " : "", why);
 		else
-			r = candidates_table(cands, n, o);
+			r = candidates_table(c.v, n, o, why);
 	}
-	free(cands);
+	free(c.v);
 	source_list_free(procs, nprocs);
 	if (r < 0) {
 		log_error_errno(r, "cannot list candidates");

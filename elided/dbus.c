@@ -575,6 +575,43 @@ static int method_list_processes(sd_bus_message *m, void *userdata, sd_bus_error
 	return array_reply_send(reply);
 }
 
+/* The futexwatch BPF observer's view: programs without libelide. */
+static int method_list_observed_locks(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	_cleanup_free_ struct observed_lock *locks = NULL;
+	struct elided *d = userdata;
+	size_t n = 0;
+	uid_t uid;
+	int r;
+
+	r = caller_uid(m, &uid, error);
+	if (r < 0)
+		return r;
+	r = elided_observed_locks(d, uid, &locks, &n);
+	if (r == -EOPNOTSUPP)
+		return sd_bus_error_setf(error, ELIDED_ERROR_NOT_OBSERVING,
+					 "Lock waits of programs without libelide are not observed: %s",
+					 elided_futexwatch_state(d));
+	if (r < 0)
+		return sd_bus_error_set_errno(error, r);
+	r = array_reply_begin(m, "(uutssstttt)", &reply);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		const struct observed_lock *o = &locks[i];
+		char comm[sizeof(o->comm)], exe[sizeof(o->exe)], where[sizeof(o->where)];
+
+		r = sd_bus_message_append(reply, "(uutssstttt)", (uint32_t)o->pid, (uint32_t)o->uid, o->start_time,
+					  bus_string(o->comm, comm, sizeof(comm)), bus_string(o->exe, exe, sizeof(exe)),
+					  bus_string(o->where, where, sizeof(where)), o->uaddr, o->waits, o->wait_ns,
+					  o->wait_max_ns);
+		if (r < 0)
+			return r;
+	}
+	return array_reply_send(reply);
+}
+
 static int method_list_no_segment(sd_bus_message *m, void *userdata, sd_bus_error *error)
 {
 	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
@@ -1137,6 +1174,10 @@ static const sd_bus_vtable manager_vtable[] = {
 				 NULL, "",
 				 "a(uuts)", SD_BUS_PARAM(processes),
 				 method_list_no_segment, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_NAMES("ListObservedLocks",
+				 NULL, "",
+				 "a(uutssstttt)", SD_BUS_PARAM(locks),
+				 method_list_observed_locks, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("ListPrograms",
 				 NULL, "",
 				 "a(suuddddd)", SD_BUS_PARAM(programs),

@@ -19,6 +19,7 @@ struct tracked_process;
 #define ELIDED_ERROR_RELOAD_FAILED "org.elide.Error.ReloadFailed"
 #define ELIDED_ERROR_FAILED "org.elide.Error.Failed"
 #define ELIDED_ERROR_NOT_SUBSCRIBED "org.elide.Error.NotSubscribed"
+#define ELIDED_ERROR_NOT_OBSERVING "org.elide.Error.NotObserving"
 
 /* Subscriptions one non-root uid may hold (each costs a match on the bus). */
 #define ELIDED_MAX_SUBSCRIBERS_PER_UID 64u

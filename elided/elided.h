@@ -272,7 +272,33 @@ struct elided {
 	struct learned_store *learned;
 	bool learned_dirty, learned_save_failing;
 	uint64_t learned_saved_usec; /* CLOCK_MONOTONIC of the last save attempt */
+	/* futexwatch.c: lock waits of programs without libelide; NULL = not
+	 * observed, futexwatch_why says why. */
+	struct futexwatch *futexwatch;
+	char futexwatch_why[96];
 };
+
+/* A lock of a program without libelide, as futexwatch.c saw it. */
+struct observed_lock {
+	pid_t pid;
+	uid_t uid;
+	uint64_t start_time;          /* /proc/PID/stat field 22 */
+	uint64_t uaddr;               /* the futex word: the mutex */
+	uint64_t waits, wait_ns, wait_max_ns;
+	char comm[16];
+	char exe[256];                /* readlink of /proc/PID/exe, "" when unknown */
+	char where[256];              /* "MODULE+0xOFFSET" from /proc/PID/maps, else the address */
+};
+
+/* futexwatch.c */
+int elided_futexwatch_start(struct elided *d, bool allow);
+void elided_futexwatch_stop(struct elided *d);
+/* "bpf", or why not ("off (--no-bpf)", "unavailable: ..."). */
+const char *elided_futexwatch_state(const struct elided *d);
+/* The locks processes without libelide slept waiting for, that `caller`
+ * may see, most waiting first; the caller frees *ret.  -EOPNOTSUPP when
+ * not observed. */
+int elided_observed_locks(struct elided *d, uid_t caller, struct observed_lock **ret, size_t *n);
 
 /* process.c */
 uint64_t now_ns(void);

@@ -7,6 +7,7 @@ elided_elided_SOURCES = \
 	elided/learned.c elided/learned.h elided/learning.c \
 	elided/config.c elided/policy-config.h \
 	elided/discovery.c elided/discovery.h \
+	elided/futexwatch.c \
 	elided/dbus.c \
 	elided/metrics.c elided/metrics.h \
 	elided/events.c elided/events.h
@@ -27,5 +28,13 @@ elided/bpf/procwatch.bpf.o: $(srcdir)/elided/bpf/procwatch.bpf.c $(srcdir)/elide
 		$(LIBBPF_CFLAGS) -c $< -o $@
 elided/bpf/procwatch.skel.h: elided/bpf/procwatch.bpf.o
 	$(AM_V_GEN)$(BPFTOOL) gen skeleton $< > $@.tmp && mv $@.tmp $@
+# The lock-wait observer (futexwatch.c), built the same way.
+BUILT_SOURCES += elided/bpf/futexwatch.skel.h
+CLEANFILES += elided/bpf/futexwatch.bpf.o elided/bpf/futexwatch.skel.h
+elided/bpf/futexwatch.bpf.o: $(srcdir)/elided/bpf/futexwatch.bpf.c $(srcdir)/elided/bpf/futexwatch.h elided/bpf/vmlinux.h
+	$(AM_V_CC)$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_x86 -I elided/bpf -I $(srcdir)/elided/bpf \
+		$(LIBBPF_CFLAGS) -c $< -o $@
+elided/bpf/futexwatch.skel.h: elided/bpf/futexwatch.bpf.o
+	$(AM_V_GEN)$(BPFTOOL) gen skeleton $< > $@.tmp && mv $@.tmp $@
 endif
-EXTRA_DIST += elided/bpf/procwatch.bpf.c elided/bpf/procwatch.h
+EXTRA_DIST += elided/bpf/procwatch.bpf.c elided/bpf/procwatch.h elided/bpf/futexwatch.bpf.c elided/bpf/futexwatch.h

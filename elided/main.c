@@ -553,11 +553,16 @@ int main(int argc, char **argv)
 	if (r < 0)
 		return log_error_errno(r, "cannot watch %s", d->runtime_dir), EXIT_FAILURE;
 	elided_adopt_pending(d);
+	/* Lock waits of programs without libelide; optional. */
+	r = elided_futexwatch_start(d, allow_bpf);
+	if (r < 0)
+		return log_oom(), EXIT_FAILURE;
 
 	sd_notify(false, "READY=1");
 	status_notify(d);
 	r = run_loop(d->event);
 
+	elided_futexwatch_stop(d);
 	discovery_free(d->discovery);
 	elided_bus_free(d);
 	elided_free_processes(d);

@@ -99,8 +99,8 @@ EXTRA_DIST += tests/integration/test-elidectl-direct.sh
 check_PROGRAMS += tests/integration/watch-measure
 tests_integration_watch_measure_SOURCES = tests/integration/watch-measure.c
 tests_integration_watch_measure_CFLAGS = $(AM_CFLAGS)
-TESTS += tests/integration/test-watch.sh
-EXTRA_DIST += tests/integration/test-watch.sh
+TESTS += tests/integration/test-watch.sh tests/integration/test-elided-observe.sh
+EXTRA_DIST += tests/integration/test-watch.sh tests/integration/test-elided-observe.sh
 
 TESTS += tests/integration/test-elided.sh
 EXTRA_DIST += tests/integration/test-elided.sh

@@ -92,6 +92,42 @@ struct tracked_process *elided_find_process(struct elided *d, pid_t pid)
 	return NULL;
 }
 
+/* futexwatch.c: two programs without libelide, one of another user. */
+static bool observing = true;
+
+const char *elided_futexwatch_state(const struct elided *d)
+{
+	(void)d;
+	return observing ? "bpf" : "off (--no-bpf)";
+}
+
+int elided_observed_locks(struct elided *d, uid_t caller, struct observed_lock **ret, size_t *n)
+{
+	struct observed_lock *out = calloc(2, sizeof(*out));
+	size_t k = 0;
+
+	(void)d;
+	*ret = NULL;
+	*n = 0;
+	if (!observing)
+		return -EOPNOTSUPP;
+	ck_assert_ptr_nonnull(out);
+	for (int i = 0; i < 2; i++) {
+		struct observed_lock o = { .pid = 5000 + i, .uid = getuid() + (uid_t)i, .start_time = 77,
+					   .uaddr = 0x1000 + i, .waits = 10 - i, .wait_ns = 5000 - i,
+					   .wait_max_ns = 900 };
+
+		snprintf(o.comm, sizeof(o.comm), "prog%d", i);
+		snprintf(o.exe, sizeof(o.exe), "/usr/bin/prog%d", i);
+		snprintf(o.where, sizeof(o.where), "prog%d+0x%x", i, 0x4010 + i);
+		if (elided_bus_may_access(caller, o.uid))
+			out[k++] = o;
+	}
+	*ret = out;
+	*n = k;
+	return 0;
+}
+
 /* Magic lock names make the stubs fail the ways process.c can. */
 static int stub_lock(struct tracked_process *p, const char *lock, struct lock_view **ret, char *err, size_t errlen)
 {
@@ -930,6 +966,44 @@ START_TEST(test_list_no_segment)
 	ck_assert_uint_eq(pids[1], 5353);
 	/* The program's bytes, made valid UTF-8. */
 	ck_assert_str_eq(comms[1], "bad?comm");
+}
+END_TEST
+
+START_TEST(test_list_observed_locks)
+{
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	_cleanup_bus_error_ sd_bus_error error = SD_BUS_ERROR_NULL;
+	const char *comm, *exe, *where;
+	uint64_t start, addr, waits, wait_ns, max_ns;
+	uint32_t pid, uid;
+	int r, rows = 0;
+
+	r = call(client, "ListObservedLocks", &error, &reply, "");
+	ck_assert_msg(r >= 0, "ListObservedLocks: %s", error.message);
+	ck_assert_int_ge(sd_bus_message_enter_container(reply, 'a', "(uutssstttt)"), 0);
+	while ((r = sd_bus_message_read(reply, "(uutssstttt)", &pid, &uid, &start, &comm, &exe, &where, &addr, &waits,
+					&wait_ns, &max_ns)) > 0) {
+		if (rows++ == 0) {
+			ck_assert_uint_eq(pid, 5000);
+			ck_assert_uint_eq(uid, getuid());
+			ck_assert_str_eq(comm, "prog0");
+			ck_assert_str_eq(exe, "/usr/bin/prog0");
+			ck_assert_str_eq(where, "prog0+0x4010");
+			ck_assert_uint_eq(addr, 0x1000);
+			ck_assert_uint_eq(waits, 10);
+			ck_assert_uint_eq(wait_ns, 5000);
+			ck_assert_uint_eq(max_ns, 900);
+		}
+	}
+	ck_assert_int_eq(r, 0);
+	/* Root sees the other user's program too; a user only its own. */
+	ck_assert_int_eq(rows, getuid() == 0 ? 2 : 1);
+
+	observing = false;
+	assert_call_error(ELIDED_ERROR_NOT_OBSERVING,
+			  "Lock waits of programs without libelide are not observed: off (--no-bpf)", "ListObservedLocks",
+			  "");
+	observing = true;
 }
 END_TEST
 
@@ -2072,6 +2146,7 @@ static Suite *dbus_suite(void)
 	tcase_add_test(tc, test_list_processes);
 	tcase_add_test(tc, test_list_no_segment);
 	tcase_add_test(tc, test_get_locks);
+	tcase_add_test(tc, test_list_observed_locks);
 	tcase_add_test(tc, test_get_history);
 	tcase_add_test(tc, test_get_learned);
 	tcase_add_test(tc, test_list_learned);

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * futexwatch: how long the threads of every process sleep waiting for a
+ * pthread mutex, whether or not the process runs libelide (elided(8),
+ * OBSERVING PROGRAMS WITHOUT LIBELIDE).
+ *
+ * glibc's mutexes sleep in FUTEX_WAIT with the expected value 2 ("held,
+ * with waiters": __lll_lock_wait), priority-inheritance ones in
+ * FUTEX_LOCK_PI(2).  fentry/fexit on the x86-64 futex system call (one
+ * argument, the registers: attachable on every kernel with BPF trampolines,
+ * whatever do_futex()'s arity) time those calls and add them up per
+ * process and futex word; every other futex call returns at once.  Where
+ * trampolines are refused (kernels without ftrace), the BTF raw
+ * tracepoints on every system call's entry and exit do the same, leaving
+ * at once for any call but futex: futexwatch.c loads one pair or the other.  The
+ * word of a mutex is its first field, so the word's address names the lock.
+ * CO-RE: built once against vmlinux.h.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "futexwatch.h"
+
+/* GPL-compatible (see procwatch.bpf.c): needed for the CO-RE task reads. */
+char LICENSE[] SEC("license") = "GPL";
+
+#define FUTEX_WAIT 0
+#define FUTEX_LOCK_PI 6
+#define FUTEX_LOCK_PI2 13
+#define FUTEX_PRIVATE_FLAG 128
+#define FUTEX_CLOCK_REALTIME 256
+#define MUTEX_HELD_WITH_WAITERS 2
+
+struct sleep_start {
+	__u64 start_ns;
+	__u64 uaddr;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, FUTEXWATCH_MAX_SLEEPERS);
+	__type(key, __u32);
+	__type(value, struct sleep_start);
+} sleepers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FUTEXWATCH_MAX_LOCKS);
+	__type(key, struct futexwatch_key);
+	__type(value, struct futexwatch_value);
+} waits SEC(".maps");
+
+struct task_struct___sb {
+	u64 start_boottime;
+} __attribute__((preserve_access_index));
+
+static __always_inline int futex_enter(const struct pt_regs *regs)
+{
+	int cmd = (int)BPF_CORE_READ(regs, si) & ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
+	__u32 val = (__u32)BPF_CORE_READ(regs, dx);
+	struct sleep_start s;
+	__u32 tid;
+
+	if (!((cmd == FUTEX_WAIT && val == MUTEX_HELD_WITH_WAITERS) || cmd == FUTEX_LOCK_PI ||
+	      cmd == FUTEX_LOCK_PI2))
+		return 0;
+	tid = (__u32)bpf_get_current_pid_tgid();
+	s.start_ns = bpf_ktime_get_ns();
+	s.uaddr = BPF_CORE_READ(regs, di);
+	bpf_map_update_elem(&sleepers, &tid, &s, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int futex_exit(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct task_struct___sb *leader;
+	struct futexwatch_value *v, zero = {};
+	struct futexwatch_key k = {};
+	struct sleep_start *s;
+	__u64 slept;
+
+	s = bpf_map_lookup_elem(&sleepers, &tid);
+	if (!s)
+		return 0;
+	slept = bpf_ktime_get_ns() - s->start_ns;
+	k.uaddr = s->uaddr;
+	bpf_map_delete_elem(&sleepers, &tid);
+	k.tgid = (__u32)(id >> 32);
+	leader = (void *)BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), group_leader);
+	if (bpf_core_field_exists(leader->start_boottime))
+		k.start_boottime = BPF_CORE_READ(leader, start_boottime);
+	v = bpf_map_lookup_elem(&waits, &k);
+	if (!v) {
+		bpf_map_update_elem(&waits, &k, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&waits, &k);
+		if (!v)
+			return 0;
+	}
+	__sync_fetch_and_add(&v->waits, 1);
+	__sync_fetch_and_add(&v->wait_ns, slept);
+	/* Racy between two threads of one lock: a maximum, not an invariant. */
+	if (slept > v->wait_max_ns)
+		v->wait_max_ns = slept;
+	return 0;
+}
+
+SEC("fentry/__x64_sys_futex")
+int BPF_PROG(futexwatch_enter, const struct pt_regs *regs)
+{
+	return futex_enter(regs);
+}
+
+SEC("fexit/__x64_sys_futex")
+int BPF_PROG(futexwatch_exit, const struct pt_regs *regs, long ret)
+{
+	return futex_exit();
+}
+
+#define NR_FUTEX_X86_64 202
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(futexwatch_sys_enter, struct pt_regs *regs, long id)
+{
+	if (id != NR_FUTEX_X86_64)
+		return 0;
+	return futex_enter(regs);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(futexwatch_sys_exit, struct pt_regs *regs, long ret)
+{
+	if (BPF_CORE_READ(regs, orig_ax) != NR_FUTEX_X86_64)
+		return 0;
+	return futex_exit();
+}
