@@ -50,7 +50,7 @@ daemon=
 cleanup() { [[ -n $daemon ]] && kill "$daemon" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 mkdir -m 1777 "$tmp/run"
-printf 'daemon: { interval = 1.0; };\n' >"$tmp/elide.conf"
+printf 'daemon: { interval = 1.0; observe_lock_waits = true; };\n' >"$tmp/elide.conf"
 
 # start_elided [ARGS]: elided on a private runtime directory, no bus; waits
 # until it logged that it runs (and, with BPF, whether the observer loaded).

@@ -147,6 +147,17 @@ static int get_int(const struct parser *p, const config_setting_t *s, long long 
 	return 0;
 }
 
+static int get_bool(const struct parser *p, const config_setting_t *s, bool *ret)
+{
+	int type = config_setting_type(s);
+
+	if (type != CONFIG_TYPE_BOOL)
+		return fail(p, s, "%s: expected a boolean (true or false), got %s", config_setting_name(s),
+			    type_name(type));
+	*ret = config_setting_get_bool(s) != 0;
+	return 0;
+}
+
 static int get_number(const struct parser *p, const config_setting_t *s, double min, double max, double *ret)
 {
 	int type = config_setting_type(s);
@@ -479,6 +490,8 @@ static int parse_daemon(const struct parser *p, const config_setting_t *g, struc
 			r = get_int(p, s, 1, 100000, &v);
 			if (r >= 0)
 				cfg->max_segments_per_uid = (uint32_t)v;
+		} else if (streq(name, "observe_lock_waits")) {
+			r = get_bool(p, s, &cfg->observe_lock_waits);
 		} else if (streq(name, "metrics_dir")) {
 			r = get_metrics_dir(p, s, &cfg->metrics_dir);
 		} else if (streq(name, "metrics_interval")) {

@@ -276,6 +276,7 @@ struct elided {
 	 * observed, futexwatch_why says why. */
 	struct futexwatch *futexwatch;
 	char futexwatch_why[96];
+	bool allow_bpf;              /* not --no-bpf */
 };
 
 /* A lock of a program without libelide, as futexwatch.c saw it. */
@@ -291,7 +292,9 @@ struct observed_lock {
 };
 
 /* futexwatch.c */
-int elided_futexwatch_start(struct elided *d, bool allow);
+/* Loads the observer when daemon.observe_lock_waits and BPF are allowed;
+ * -ENOMEM only (not loading is a state, elided_futexwatch_state()). */
+int elided_futexwatch_start(struct elided *d);
 void elided_futexwatch_stop(struct elided *d);
 /* "bpf", or why not ("off (--no-bpf)", "unavailable: ..."). */
 const char *elided_futexwatch_state(const struct elided *d);

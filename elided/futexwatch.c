@@ -52,7 +52,7 @@ static int silent_print(enum libbpf_print_level level, const char *fmt, va_list 
 }
 #endif
 
-int elided_futexwatch_start(struct elided *d, bool allow)
+int elided_futexwatch_start(struct elided *d)
 {
 #ifdef HAVE_BPF
 	struct futexwatch *w;
@@ -60,7 +60,11 @@ int elided_futexwatch_start(struct elided *d, bool allow)
 	long hz = sysconf(_SC_CLK_TCK);
 	int r;
 
-	if (!allow) {
+	if (!d->config->observe_lock_waits) {
+		snprintf(d->futexwatch_why, sizeof(d->futexwatch_why), "off (daemon.observe_lock_waits = false)");
+		return 0;
+	}
+	if (!d->allow_bpf) {
 		snprintf(d->futexwatch_why, sizeof(d->futexwatch_why), "off (--no-bpf)");
 		return 0;
 	}
@@ -108,7 +112,6 @@ int elided_futexwatch_start(struct elided *d, bool allow)
 	log_info("observing the lock waits of programs without libelide (BPF: %s)", w->method);
 	return 0;
 #else
-	(void)allow;
 	snprintf(d->futexwatch_why, sizeof(d->futexwatch_why), "unavailable: built without BPF");
 	return 0;
 #endif

@@ -157,6 +157,12 @@ int elided_reload(struct elided *d, char *err, size_t errlen)
 	reload_event(d, LOG_INFO, "ok", "configuration reloaded from %zu file%s", fresh->nfiles,
 		     fresh->nfiles == 1 ? "" : "s");
 	elided_redecide_all(d);
+	/* daemon.observe_lock_waits turned on or off. */
+	if (fresh->observe_lock_waits != (d->futexwatch != NULL)) {
+		elided_futexwatch_stop(d);
+		if (elided_futexwatch_start(d) < 0)
+			log_oom();
+	}
 	if (fresh->interval != old_interval)
 		elided_reschedule(d);
 	sd_notify(false, "READY=1");
@@ -554,7 +560,8 @@ int main(int argc, char **argv)
 		return log_error_errno(r, "cannot watch %s", d->runtime_dir), EXIT_FAILURE;
 	elided_adopt_pending(d);
 	/* Lock waits of programs without libelide; optional. */
-	r = elided_futexwatch_start(d, allow_bpf);
+	d->allow_bpf = allow_bpf;
+	r = elided_futexwatch_start(d);
 	if (r < 0)
 		return log_oom(), EXIT_FAILURE;
 

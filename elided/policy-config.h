@@ -70,6 +70,7 @@ struct program_rule {
 struct elide_config {
 	double interval;             /* seconds between aggregations, 0.05..3600, default 1.0 */
 	uint32_t max_segments_per_uid; /* cap per user, 1..100000, default 64 */
+	bool observe_lock_waits;     /* BPF observer of programs without libelide, default false */
 	/* Prometheus textfile output (elided/metrics.c); off while NULL. */
 	char *metrics_dir;           /* absolute path of the collector's directory */
 	double metrics_interval;     /* seconds between writes, 1..3600, default 15 */

@@ -22,6 +22,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <x86intrin.h>
+#include <cpuid.h>
 
 #include "elide-internal.h"
 #include "log.h"
@@ -238,11 +239,28 @@ struct lock_local {
  */
 struct watch_pending {
 	struct lock_rec *rec;
-	uint64_t wait_ns;             /* how long it waited (waited) */
-	uint64_t hold_start;          /* now_ns() when it got the lock; 0 = hold not sampled */
+	uint64_t hold_start;          /* watch_now() when it got the lock; 0 = hold not sampled */
 	uint32_t acquired;            /* acquisitions this sample stands for, 0 = none */
-	bool waited;                  /* found the lock held: wait_ns is its wait */
-	bool count_contended;         /* ...and it is not counted in stats[CONTENDED] yet */
+	bool flush_waits;             /* the thread's wait figures are due (watch_waits) */
+};
+
+/*
+ * A thread's contended acquisitions of one lock, added up before they go
+ * to the lock's entry (a shared line) in one write: every WATCH_BATCH of
+ * them, after WATCH_BATCH_TICKS, when the thread turns to another lock,
+ * at its next sampled acquisition, and at exit of the process (the thread
+ * that runs the destructors).  A thread that exits first takes its last
+ * batch with it: registering a hook per thread would take a pthread key
+ * from the program, or allocate inside its critical section.
+ */
+#define WATCH_BATCH 64
+#define WATCH_BATCH_TICKS (UINT64_C(1) << 24) /* ~5-10 ms of TSC; 16 ms of ns */
+
+struct watch_waits {
+	struct lock_rec *rec;
+	uint32_t contended;           /* not counted in stats[CONTENDED] yet */
+	uint64_t wait, wait_max;      /* in watch_now() units */
+	uint64_t first;               /* watch_now() of the first one */
 };
 
 struct elide_thread {
@@ -262,6 +280,7 @@ struct elide_thread {
 	void *watch_lock;
 	uint32_t watch_countdown;
 	struct watch_pending watch;
+	struct watch_waits waits;
 	struct elided_lock held[ELIDE_MAX_NEST];
 	struct lock_local local[LOCAL_SLOTS];
 };
@@ -820,6 +839,53 @@ static inline uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * The watch clock: the TSC where it is invariant (one instruction, which
+ * matters inside a contended section: a clock read there lengthens every
+ * waiter's wait), else CLOCK_MONOTONIC in ns.  TSC ticks become ns when
+ * written out (watch_ns()), against a reference taken at start-up.
+ */
+static struct {
+	bool tsc;
+	uint64_t ref_tsc, ref_ns;
+	uint64_t ns_per_tick_q32;     /* ns per tick << 32; 0 until measured over >= 100 ms */
+} watch_clock;
+
+static inline uint64_t watch_now(void)
+{
+	return likely(watch_clock.tsc) ? __rdtsc() : now_ns();
+}
+
+static void watch_clock_init(void)
+{
+	unsigned eax, ebx, ecx, edx;
+
+	/* CPUID 0x80000007 EDX bit 8: invariant TSC (constant rate, all cores). */
+	watch_clock.tsc = __get_cpuid(0x80000007, &eax, &ebx, &ecx, &edx) && (edx & (1u << 8));
+	watch_clock.ref_ns = now_ns();
+	watch_clock.ref_tsc = __rdtsc();
+}
+
+/* Ticks of watch_now() in ns; called outside critical sections only. */
+static uint64_t watch_ns(uint64_t ticks)
+{
+	uint64_t scale = __atomic_load_n(&watch_clock.ns_per_tick_q32, __ATOMIC_RELAXED);
+
+	if (!watch_clock.tsc)
+		return ticks;
+	if (scale == 0) {
+		uint64_t ns = now_ns() - watch_clock.ref_ns, tsc = __rdtsc() - watch_clock.ref_tsc;
+
+		if (tsc == 0)
+			return 0;
+		scale = (uint64_t)(((unsigned __int128)ns << 32) / tsc);
+		/* Long enough for a close figure: keep it (a race stores the same). */
+		if (ns >= 100000000u)
+			__atomic_store_n(&watch_clock.ns_per_tick_q32, scale, __ATOMIC_RELAXED);
+	}
+	return (uint64_t)(((unsigned __int128)ticks * scale) >> 32);
+}
+
 /* The fast path's sampling tick: true once in opts.watch_sample calls per
  * thread (the countdown wraps from 0). */
 static inline bool watch_tick(void)
@@ -847,6 +913,25 @@ static void watch_add_max(uint64_t *max, uint64_t v)
 		;
 }
 
+/* The thread's added-up waits to their lock's entry. */
+static __attribute__((noinline)) void watch_waits_flush(void)
+{
+	struct watch_waits w = self.waits;
+	struct elide_seg_lock *e;
+
+	self.waits = (struct watch_waits){ 0 };
+	if (!w.rec)
+		return;
+	segment_need();
+	e = rec_entry(w.rec);
+	if (w.contended)
+		__atomic_fetch_add(&e->stats[STAT_CONTENDED], w.contended, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&e->wait_ns, watch_ns(w.wait), __ATOMIC_RELAXED);
+	watch_add_max(&e->wait_max_ns, watch_ns(w.wait_max));
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	rec_touch(w.rec);
+}
+
 /* Write the pending figures to the lock's entry; hold_end 0 drops a
  * sampled hold (the lock was not given back by this thread's unlock). */
 static __attribute__((noinline)) void watch_flush(uint64_t hold_end)
@@ -856,20 +941,16 @@ static __attribute__((noinline)) void watch_flush(uint64_t hold_end)
 
 	self.watch_lock = NULL;
 	self.watch = (struct watch_pending){ 0 };
-	if (!p.rec)
+	if (p.flush_waits)
+		watch_waits_flush();
+	if (!p.rec || (!p.acquired && !p.hold_start))
 		return;
 	segment_need();
 	e = rec_entry(p.rec);
 	if (p.acquired)
 		__atomic_fetch_add(&e->stats[STAT_ACQUIRED], p.acquired, __ATOMIC_RELAXED);
-	if (p.count_contended)
-		__atomic_fetch_add(&e->stats[STAT_CONTENDED], 1, __ATOMIC_RELAXED);
-	if (p.waited) {
-		__atomic_fetch_add(&e->wait_ns, p.wait_ns, __ATOMIC_RELAXED);
-		watch_add_max(&e->wait_max_ns, p.wait_ns);
-	}
 	if (p.hold_start && hold_end > p.hold_start) {
-		uint64_t hold = hold_end - p.hold_start;
+		uint64_t hold = watch_ns(hold_end - p.hold_start);
 
 		__atomic_fetch_add(&e->hold_ns, hold, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&e->hold_samples, 1, __ATOMIC_RELAXED);
@@ -880,24 +961,49 @@ static __attribute__((noinline)) void watch_flush(uint64_t hold_end)
 	rec_touch(p.rec);
 }
 
+/* Add a wait to the thread's figures (inside the section: thread-local
+ * stores only); true when they are due to be written. */
+static inline bool watch_waits_add(struct lock_rec *rec, bool count_contended, uint64_t wait, uint64_t now)
+{
+	struct watch_waits *w = &self.waits;
+
+	if (unlikely(w->rec != rec)) {
+		if (w->rec)
+			watch_waits_flush(); /* another lock: rare, and short */
+		w->rec = rec;
+		w->first = now;
+	}
+	w->contended += count_contended;
+	w->wait += wait;
+	if (wait > w->wait_max)
+		w->wait_max = wait;
+	return w->contended >= WATCH_BATCH || now - w->first >= WATCH_BATCH_TICKS;
+}
+
 /*
- * After a watched real acquisition (result r): keep its figures until the
- * unlock, or write them now when the lock is not held (an error, a
- * timeout).  A figure still pending from an earlier lock (held across
- * this one) is written first, without its hold.
+ * After a watched real acquisition (result r).  A wait is added to the
+ * thread's figures; a sample, and waits that are due, are kept until the
+ * unlock, or written now when the lock is not held (an error, a timeout).
+ * A figure still pending from an earlier lock (held across this one) is
+ * written first, without its hold.
  */
 static void watch_note(void *lock, struct lock_rec *rec, int r, bool waited, bool count_contended,
-		       uint64_t wait_ns, bool sampled, uint64_t got)
+		       uint64_t wait, bool sampled, uint64_t got)
 {
+	bool due = waited && watch_waits_add(rec, count_contended, wait, got);
+
+	/* A sample also writes what the thread added up, however little. */
+	due = due || (sampled && self.waits.rec);
+
+	if (!due && !(sampled && r == 0))
+		return;
 	if (self.watch_lock)
 		watch_flush(0);
 	self.watch = (struct watch_pending){
 		.rec = rec,
-		.waited = waited,
-		.count_contended = count_contended,
-		.wait_ns = wait_ns,
 		.acquired = sampled && r == 0 ? elide.opts.watch_sample : 0,
 		.hold_start = sampled && r == 0 ? got : 0,
+		.flush_waits = due,
 	};
 	if (r != 0) {
 		watch_flush(0);
@@ -909,7 +1015,7 @@ static void watch_note(void *lock, struct lock_rec *rec, int r, bool waited, boo
 /* The unlock of a lock with pending figures: the hold ends here. */
 static __attribute__((noinline)) uint64_t watch_hold_end(void)
 {
-	return self.watch.hold_start ? now_ns() : 0;
+	return self.watch.hold_start ? watch_now() : 0;
 }
 
 /* ---- mutexes ---------------------------------------------------------- */
@@ -1193,13 +1299,13 @@ static __attribute__((noinline)) int mutex_acquire_slow(pthread_mutex_t *m, cons
 		/* A real wait: timed, as in watch mode.  While watching for
 		 * contention the gate counted it already. */
 		bool counted = atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_WATCH;
-		uint64_t start = now_ns(), got;
+		uint64_t start = watch_now(), got;
 		int r;
 
 		if (counted)
 			rec_note_contended(rec);
 		r = real_mutex_acquire(m, w);
-		got = now_ns();
+		got = watch_now();
 		watch_note(m, rec, r, true, !counted, got - start, false, got);
 		return r;
 	}
@@ -1230,6 +1336,11 @@ static __attribute__((noinline)) int mutex_acquire_watched(pthread_mutex_t *m, c
 
 	if (w->how == WAIT_CLOCK && !wait_clock_valid(w->clock))
 		return real_mutex_acquire(m, w);
+	/* Given back since the fast path looked: no wait, nothing to time;
+	 * taken at once, so that the hop through here does not hand the lock
+	 * to another thread first (short contended sections). */
+	if (!sampled && own_mutex_words(m) && mutex_words_take(m))
+		return 0;
 	held = mutex_held_by_other(m);
 	if (!held && (!sampled || __atomic_load_n(mutex_idx_ptr(m), __ATOMIC_RELAXED) == 0))
 		return real_mutex_acquire(m, w);
@@ -1237,9 +1348,9 @@ static __attribute__((noinline)) int mutex_acquire_watched(pthread_mutex_t *m, c
 	if (!rec)
 		return real_mutex_acquire(m, w);
 	if (held)
-		start = now_ns();
+		start = watch_now();
 	r = real_mutex_acquire(m, w);
-	got = now_ns();
+	got = watch_now();
 	watch_note(m, rec, r, held, held, held ? got - start : 0, sampled, got);
 	return r;
 }
@@ -1502,13 +1613,13 @@ static __attribute__((noinline)) int rwlock_acquire_slow(pthread_rwlock_t *rw, e
 	if (rwlock_held_by_other(rw, c->op == OP_WRLOCK)) {
 		/* A real wait: timed, as for mutexes. */
 		bool counted = atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_WATCH;
-		uint64_t start = now_ns(), got;
+		uint64_t start = watch_now(), got;
 		int r;
 
 		if (counted)
 			rec_note_contended(rec);
 		r = real_rwlock_acquire(rw, c);
-		got = now_ns();
+		got = watch_now();
 		watch_note(rw, rec, r, true, !counted, got - start, false, got);
 		return r;
 	}
@@ -1545,9 +1656,9 @@ static __attribute__((noinline)) int rwlock_acquire_watched(pthread_rwlock_t *rw
 	else
 		return real_rwlock_acquire(rw, &c);
 	if (held)
-		start = now_ns();
+		start = watch_now();
 	r = real_rwlock_acquire(rw, &c);
-	got = now_ns();
+	got = watch_now();
 	watch_note(rw, rec, r, held, held, held ? got - start : 0, sampled, got);
 	return r;
 }
@@ -1833,6 +1944,10 @@ static void atfork_child(void)
 	int saved_errno = errno;
 
 	self.tid = 0; /* the child's thread has an id of its own */
+	/* The parent's figures are the parent's. */
+	self.watch_lock = NULL;
+	self.watch = (struct watch_pending){ 0 };
+	self.waits = (struct watch_waits){ 0 };
 	segment_fork_child();
 	errno = saved_errno; /* fork() returns 0 with the program's errno */
 }
@@ -2007,6 +2122,7 @@ __attribute__((constructor(101))) static void elide_init(void)
 	elide.env_mode = elide.opts.mode;
 	elide_hw_detect(&elide.hw);
 	setup_sim_abort();
+	watch_clock_init();
 	resolve_all();
 	/* The definition everyone uses: a program linked against it holds a
 	 * copy that glibc then writes, so not RTLD_NEXT.  Absent before 2.32. */
@@ -2055,6 +2171,7 @@ __attribute__((destructor)) static void elide_fini(void)
 
 	if (elide.opts.report)
 		report_print(STDERR_FILENO);
+	watch_waits_flush();
 	segment_fini();
 	errno = saved_errno;
 }

@@ -38,10 +38,11 @@ struct sleep_start {
 	__u64 uaddr;
 };
 
+/* Per thread, in the task itself: no hash on the paths of other calls. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, FUTEXWATCH_MAX_SLEEPERS);
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct sleep_start);
 } sleepers SEC(".maps");
 
@@ -60,35 +61,34 @@ static __always_inline int futex_enter(const struct pt_regs *regs)
 {
 	int cmd = (int)BPF_CORE_READ(regs, si) & ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
 	__u32 val = (__u32)BPF_CORE_READ(regs, dx);
-	struct sleep_start s;
-	__u32 tid;
+	struct sleep_start *s;
 
 	if (!((cmd == FUTEX_WAIT && val == MUTEX_HELD_WITH_WAITERS) || cmd == FUTEX_LOCK_PI ||
 	      cmd == FUTEX_LOCK_PI2))
 		return 0;
-	tid = (__u32)bpf_get_current_pid_tgid();
-	s.start_ns = bpf_ktime_get_ns();
-	s.uaddr = BPF_CORE_READ(regs, di);
-	bpf_map_update_elem(&sleepers, &tid, &s, BPF_ANY);
+	s = bpf_task_storage_get(&sleepers, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s)
+		return 0;
+	s->uaddr = BPF_CORE_READ(regs, di);
+	s->start_ns = bpf_ktime_get_ns();
 	return 0;
 }
 
 static __always_inline int futex_exit(void)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id;
 	struct task_struct___sb *leader;
 	struct futexwatch_value *v, zero = {};
 	struct futexwatch_key k = {};
 	struct sleep_start *s;
 	__u64 slept;
 
-	s = bpf_map_lookup_elem(&sleepers, &tid);
-	if (!s)
+	s = bpf_task_storage_get(&sleepers, bpf_get_current_task_btf(), 0, 0);
+	if (!s || !s->start_ns)
 		return 0;
 	slept = bpf_ktime_get_ns() - s->start_ns;
 	k.uaddr = s->uaddr;
-	bpf_map_delete_elem(&sleepers, &tid);
+	s->start_ns = 0;
 	k.tgid = (__u32)(id >> 32);
 	leader = (void *)BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), group_leader);
 	if (bpf_core_field_exists(leader->start_boottime))

@@ -13,8 +13,6 @@
 
 /* Locks followed at once, all processes: the least recently updated go. */
 #define FUTEXWATCH_MAX_LOCKS 16384
-/* Threads asleep in a lock wait at once. */
-#define FUTEXWATCH_MAX_SLEEPERS 16384
 
 struct futexwatch_key {
 	__u32 tgid;                    /* the process */

@@ -24,7 +24,7 @@ measure="$top_builddir/tests/integration/watch-measure"
 rundir="$tmp/run"
 mkdir -m 1777 "$rundir"
 cat > "$tmp/elide.conf" <<EOF
-daemon: { interval = 0.5; };
+daemon: { interval = 0.5; observe_lock_waits = true; };
 EOF
 
 "$elided" --config "$tmp/elide.conf" --runtime-dir "$rundir" >"$tmp/elided.log" 2>&1 &

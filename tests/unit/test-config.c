@@ -73,6 +73,7 @@ static void assert_builtin_values(const struct elide_config *cfg)
 {
 	ck_assert_double_eq(cfg->interval, 1.0);
 	ck_assert_uint_eq(cfg->max_segments_per_uid, 64);
+	ck_assert(!cfg->observe_lock_waits);
 	ck_assert_int_eq(cfg->default_mode, POLICY_MODE_ADAPTIVE);
 	ck_assert_double_eq(cfg->default_knobs.max_abort_ratio, 0.5);
 	ck_assert_uint_eq(cfg->default_knobs.min_aborts, 1000);
@@ -397,6 +398,9 @@ static const struct bad_case bad_cases[] = {
 	/* unknown keys, at every level */
 	{ "daemon: { interval = 1.0; };\nfoo = 1;\n", 2, "unknown top-level key \"foo\"" },
 	{ "daemon: {\n  interval = 1.0;\n  speed = 2;\n};\n", 3, "unknown key \"speed\" in daemon" },
+	{ "daemon: {\n  observe_lock_waits = 1;\n};\n", 2, "observe_lock_waits: expected a boolean (true or false), got an integer" },
+	{ "daemon: {\n  observe_lock_waits = \"yes\";\n};\n", 2, "expected a boolean" },
+	{ "default: {\n  mode = \"watch\";\n  colour = 2;\n};\n", 3, "unknown key \"colour\" in default" },
 	{ "default: {\n  mode = \"on\";\n  colour = 2;\n};\n", 3, "unknown key \"colour\" in default" },
 	{ "program = (\n  { exe = \"/bin/x\";\n    colour = \"red\"; }\n);\n", 3, "unknown key \"colour\" in program" },
 	{ "program = (\n { exe = \"/bin/x\";\n  lock = (\n   { name = \"a\"; mode = \"off\";\n     weight = 2; }\n  ); }\n);\n",
