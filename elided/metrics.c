@@ -31,6 +31,7 @@
 struct program_acc {
 	char name[ELIDE_SEG_EXE_MAX];
 	uint64_t total[ELIDE_SEG_NSTATS];
+	uint64_t wait_ns;            /* lock_totals.wait_ns, summed like total[] */
 	uint64_t last_seen_ns;
 	/* This write's view of it. */
 	unsigned processes;
@@ -42,6 +43,7 @@ struct proc_prev {
 	pid_t pid;
 	uint64_t start_time, created_ns;
 	uint64_t sum[ELIDE_SEG_NSTATS];
+	uint64_t wait_ns;
 };
 
 struct metrics {
@@ -141,9 +143,11 @@ static void accumulate(struct elided *d, struct metrics *m, uint64_t now)
 			nnext++;
 			continue;
 		}
-		for (size_t l = 0; l < n; l++)
+		for (size_t l = 0; l < n; l++) {
 			for (int s = 0; s < ELIDE_SEG_NSTATS; s++)
 				cur->sum[s] += totals[l].stats[s];
+			cur->wait_ns += totals[l].wait_ns;
+		}
 		free(totals);
 		nnext++;
 		acc = program_get(m, tracked_process_name(p), cap);
@@ -153,6 +157,11 @@ static void accumulate(struct elided *d, struct metrics *m, uint64_t now)
 			uint64_t before = old ? old->sum[s] : 0;
 
 			acc->total[s] += cur->sum[s] > before ? cur->sum[s] - before : 0;
+		}
+		{
+			uint64_t before = old ? old->wait_ns : 0;
+
+			acc->wait_ns += cur->wait_ns > before ? cur->wait_ns - before : 0;
 		}
 		acc->last_seen_ns = now;
 		acc->processes++;
@@ -407,6 +416,13 @@ static void render_programs(struct elided *d, struct metrics *m, FILE *f)
 			program_label(f, order[i]);
 			fprintf(f, "} %" PRIu64 "\n", order[i]->total[program_counters[c].stat]);
 		}
+	}
+	header(f, "elide_program_lock_wait_seconds_total", "counter",
+	       "Time threads of the program waited for locks they found held (contended acquisitions libelide saw).");
+	for (size_t i = 0; i < n; i++) {
+		fputs("elide_program_lock_wait_seconds_total{", f);
+		program_label(f, order[i]);
+		fprintf(f, "} %.9f\n", (double)order[i]->wait_ns / 1e9);
 	}
 	header(f, "elide_program_aborts_total", "counter", "Transaction aborts in the program's processes by cause; exact.");
 	for (size_t i = 0; i < n; i++)

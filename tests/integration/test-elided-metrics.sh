@@ -77,6 +77,8 @@ grep -q 'lock="cache_lock"' "$prom" && ok "per-lock gauges carry the lock's name
 	fail "no cache_lock series: $(grep elide_lock_ "$prom" | head -3)"
 grep -q 'elide_program_aborts_total{.*cause="conflict"} [1-9]' "$prom" && ok "aborts by cause" ||
 	fail "no conflict aborts: $(grep aborts_total "$prom" | head -3)"
+grep -q '^elide_program_lock_wait_seconds_total{.*} [0-9]' "$prom" && ok "lock wait seconds per program" ||
+	fail "no elide_program_lock_wait_seconds_total: $(grep wait_seconds "$prom" | head -3)"
 
 # ---- monotonic, also across a process's exit -----------------------------------
 a=$(value elide_program_acquisitions_total "$tmp/wl-metrics")
