@@ -542,8 +542,7 @@ void segment_publish_status(void)
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&h->mode, (uint32_t)elide.opts.mode + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&h->rtm_usable, elide.hw.rtm_usable ? 1u : 0u, __ATOMIC_RELAXED);
-	strncpy(h->status_reason, why ? why : "", sizeof(h->status_reason) - 1);
-	h->status_reason[sizeof(h->status_reason) - 1] = '\0';
+	snprintf(h->status_reason, sizeof(h->status_reason), "%s", why ? why : "");
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	__atomic_store_n(&h->publish_ns, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec,
 			 __ATOMIC_RELEASE);
