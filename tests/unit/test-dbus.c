@@ -103,7 +103,7 @@ const char *elided_futexwatch_state(const struct elided *d)
 
 int elided_observed_locks(struct elided *d, uid_t caller, struct observed_lock **ret, size_t *n)
 {
-	struct observed_lock *out = calloc(2, sizeof(*out));
+	struct observed_lock *out;
 	size_t k = 0;
 
 	(void)d;
@@ -111,6 +111,7 @@ int elided_observed_locks(struct elided *d, uid_t caller, struct observed_lock *
 	*n = 0;
 	if (!observing)
 		return -EOPNOTSUPP;
+	out = calloc(2, sizeof(*out));
 	ck_assert_ptr_nonnull(out);
 	for (int i = 0; i < 2; i++) {
 		struct observed_lock o = { .pid = 5000 + i, .uid = getuid() + (uid_t)i, .start_time = 77,
