@@ -659,9 +659,10 @@ bool rtm_usable_or_say(const char *who)
 	if (hw.rtm_usable)
 		return true;
 	log_warning("nothing can be elided on this machine: RTM is not usable (%s)", hw.reason);
-	log_warning("libelide in %s would pass every lock straight through to glibc; each process still "
-		    "shows up in elidectl list, as \"off (no usable RTM)\", without lock statistics "
-		    "(elidectl hw says more)", who);
+	log_warning("libelide in %s would elide nothing and watch instead: each process shows up in "
+		    "elidectl list as \"watching\", with the waiting and hold times of its contended locks "
+		    "(elidectl show, elidectl candidates; ELIDE=watch=0 passes every lock straight through "
+		    "to glibc; elidectl hw says more)", who);
 	return false;
 }
 

@@ -156,8 +156,9 @@ static void make_advice(struct hw_view *v)
 	}
 	if (!v->intel) {
 		advise(v, "%s processors have no TSX/RTM: nothing can be elided on this machine. libelide "
-			  "passes every lock straight through to glibc (elidectl list shows its processes as "
-			  "off).", vendor_name(hw->vendor));
+			  "watches instead: its processes show up in elidectl list as watching, with the "
+			  "waiting and hold times of their contended locks (elidectl candidates).",
+		       vendor_name(hw->vendor));
 		advise(v, "Lock elision needs an Intel CPU with TSX enabled (for example a Xeon Scalable "
 			  "server with tsx=on).");
 		return;

@@ -250,7 +250,7 @@ if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && unshare -m --propagati
 	st=$?
 	[ $st -eq 1 ] && ok "enable --system without RTM refuses (exit 1)" || fail "enable --system without RTM: exit $st: $(cat "$out")"
 	contains "no RTM: says nothing can be elided" "nothing can be elided on this machine"
-	contains "no RTM: says what libelide does there" "pass every lock straight through to glibc"
+	contains "no RTM: says what libelide does there" "would elide nothing and watch instead"
 	contains "no RTM: asks for --force" "give --force to do it anyway"
 	ELIDE_FAKE_NO_RTM=1 unshare -m --propagation private sh -c '
 		mount -t tmpfs tmpfs /etc || exit 99
