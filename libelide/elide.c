@@ -232,23 +232,10 @@ struct lock_local {
 #define BURST_QUICK 2048u             /* 2M ticks: under a millisecond at 2+ GHz */
 
 /*
- * A watched acquisition's figures, kept by the thread that holds the lock
- * until it gives it back (watch_flush()): written to the lock's entry then,
- * outside the critical section, so the counting never lengthens a
- * contended section.
- */
-struct watch_pending {
-	struct lock_rec *rec;
-	uint64_t hold_start;          /* watch_now() when it got the lock; 0 = hold not sampled */
-	uint32_t acquired;            /* acquisitions this sample stands for, 0 = none */
-	bool flush_waits;             /* the thread's wait figures are due (watch_waits) */
-};
-
-/*
  * A thread's contended acquisitions of one lock, added up before they go
  * to the lock's entry (a shared line) in one write: every WATCH_BATCH of
- * them, after WATCH_BATCH_TICKS, when the thread turns to another lock,
- * at its next sampled acquisition, and at exit of the process (the thread
+ * them, after WATCH_BATCH_TICKS, when the thread waits for another lock,
+ * at its next sampled acquisition, always after an unlock, and at exit of the process (the thread
  * that runs the destructors).  A thread that exits first takes its last
  * batch with it: registering a hook per thread would take a pthread key
  * from the program, or allocate inside its critical section.
@@ -261,6 +248,22 @@ struct watch_waits {
 	uint32_t contended;           /* not counted in stats[CONTENDED] yet */
 	uint64_t wait, wait_max;      /* in watch_now() units */
 	uint64_t first;               /* watch_now() of the first one */
+};
+
+/*
+ * A watched acquisition's figures, kept by the thread that holds the lock
+ * until it gives it back (watch_flush()): written to the lock's entry then,
+ * outside the critical section, so the counting never lengthens a
+ * contended section.
+ */
+struct watch_pending {
+	struct lock_rec *rec;
+	uint64_t hold_start;          /* watch_now() when it got the lock; 0 = hold not sampled */
+	uint32_t acquired;            /* acquisitions this sample stands for, 0 = none */
+	bool flush_waits;             /* the thread's wait figures are due (watch_waits) */
+	/* A wait for another lock than the batch's: the next batch, begun
+	 * once that one is written at the unlock. */
+	struct watch_waits next;
 };
 
 struct elide_thread {
@@ -439,7 +442,6 @@ static inline void prefetch_for_write(const void *p)
  */
 static inline void prefetch_if_failing(const void *lock, bool write_side, const struct lock_local *l)
 {
-
 	if (l->key == lock_key(lock, write_side) && l->fail_streak >= STREAK_THROTTLE)
 		prefetch_for_write(lock);
 }
@@ -455,7 +457,6 @@ static inline void prefetch_if_failing(const void *lock, bool write_side, const 
  */
 static inline void prefetch_unless_eliding(const void *lock, bool write_side, const struct lock_local *l)
 {
-
 	if (l->key != lock_key(lock, write_side) || l->fail_streak >= STREAK_THROTTLE)
 		prefetch_for_write(lock);
 }
@@ -941,8 +942,10 @@ static __attribute__((noinline)) void watch_flush(uint64_t hold_end)
 
 	self.watch_lock = NULL;
 	self.watch = (struct watch_pending){ 0 };
-	if (p.flush_waits)
+	if (p.flush_waits) {
 		watch_waits_flush();
+		self.waits = p.next;
+	}
 	if (!p.rec || (!p.acquired && !p.hold_start))
 		return;
 	segment_need();
@@ -961,15 +964,13 @@ static __attribute__((noinline)) void watch_flush(uint64_t hold_end)
 	rec_touch(p.rec);
 }
 
-/* Add a wait to the thread's figures (inside the section: thread-local
- * stores only); true when they are due to be written. */
+/* Add a wait to the thread's batch, of rec (inside the section:
+ * thread-local stores only); true when the batch is due to be written. */
 static inline bool watch_waits_add(struct lock_rec *rec, bool count_contended, uint64_t wait, uint64_t now)
 {
 	struct watch_waits *w = &self.waits;
 
-	if (unlikely(w->rec != rec)) {
-		if (w->rec)
-			watch_waits_flush(); /* another lock: rare, and short */
+	if (!w->rec) {
 		w->rec = rec;
 		w->first = now;
 	}
@@ -984,26 +985,37 @@ static inline bool watch_waits_add(struct lock_rec *rec, bool count_contended, u
  * After a watched real acquisition (result r).  A wait is added to the
  * thread's figures; a sample, and waits that are due, are kept until the
  * unlock, or written now when the lock is not held (an error, a timeout).
- * A figure still pending from an earlier lock (held across this one) is
- * written first, without its hold.
  */
 static void watch_note(void *lock, struct lock_rec *rec, int r, bool waited, bool count_contended,
 		       uint64_t wait, bool sampled, uint64_t got)
 {
-	bool due = waited && watch_waits_add(rec, count_contended, wait, got);
+	struct watch_waits next = { 0 };
+	bool due = false;
 
+	/* Figures still pending from a lock held across this one: written
+	 * now, without their hold (nested sections; rare). */
+	if (self.watch_lock)
+		watch_flush(0);
+	if (waited && self.waits.rec && self.waits.rec != rec) {
+		/* Another lock's batch: written at this unlock, and this wait
+		 * begins the next one then. */
+		next = (struct watch_waits){ .rec = rec, .contended = count_contended, .wait = wait,
+					     .wait_max = wait, .first = got };
+		due = true;
+	} else if (waited) {
+		due = watch_waits_add(rec, count_contended, wait, got);
+	}
 	/* A sample also writes what the thread added up, however little. */
 	due = due || (sampled && self.waits.rec);
 
 	if (!due && !(sampled && r == 0))
 		return;
-	if (self.watch_lock)
-		watch_flush(0);
 	self.watch = (struct watch_pending){
 		.rec = rec,
 		.acquired = sampled && r == 0 ? elide.opts.watch_sample : 0,
 		.hold_start = sampled && r == 0 ? got : 0,
 		.flush_waits = due,
+		.next = next,
 	};
 	if (r != 0) {
 		watch_flush(0);
