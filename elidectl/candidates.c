@@ -179,8 +179,8 @@ static int collect(struct source *s, struct seg_snapshot **procs, size_t n, stru
 			const struct elide_seg_lock *l = &p->locks[k].lock;
 			struct candidate *o;
 
-			/* Only locks somebody waited for, or whose holds were
-			 * timed: the rest have nothing to advise on. */
+			/* Only locks somebody waited for: the rest have
+			 * nothing to advise on. */
 			if (l->kind == ELIDE_SEG_KIND_OVERFLOW || l->stats[ELIDE_SEG_STAT_CONTENDED] == 0)
 				continue;
 			o = candidate_add(c);

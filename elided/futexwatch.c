@@ -245,7 +245,8 @@ int elided_observed_locks(struct elided *d, uid_t caller, struct observed_lock *
 	struct futexwatch *w = d->futexwatch;
 	struct futexwatch_key key, next;
 	struct observed_lock *out = NULL;
-	size_t nout = 0, cap = 0, seen = 0;
+	struct futexwatch_key *stale = NULL;
+	size_t nout = 0, cap = 0, seen = 0, nstale = 0, stale_cap = 0;
 	int fd, r;
 	bool first = true;
 
@@ -266,10 +267,20 @@ int elided_observed_locks(struct elided *d, uid_t caller, struct observed_lock *
 		key = next;
 		if (bpf_map_lookup_elem(fd, &key, &v) < 0 || v.waits == 0)
 			continue;
-		/* Gone, or its pid now another process's: the entry is stale. */
+		/* Gone, or its pid now another process's: the entry is stale,
+		 * deleted after the walk (a deleted key would restart it). */
 		if (read_proc((pid_t)key.tgid, &start, &uid, comm, sizeof(comm)) < 0 ||
 		    (w->ns_per_tick && key.start_boottime && key.start_boottime / w->ns_per_tick != start)) {
-			(void)bpf_map_delete_elem(fd, &key);
+			if (nstale == stale_cap) {
+				size_t c = stale_cap ? stale_cap * 2 : 16;
+				struct futexwatch_key *q = reallocarray(stale, c, sizeof(*stale));
+
+				if (!q)
+					continue; /* deleted at a later read */
+				stale = q;
+				stale_cap = c;
+			}
+			stale[nstale++] = key;
 			continue;
 		}
 		/* libelide's own processes report through their segments. */
@@ -283,6 +294,7 @@ int elided_observed_locks(struct elided *d, uid_t caller, struct observed_lock *
 
 			if (!q) {
 				free(out);
+				free(stale);
 				return -ENOMEM;
 			}
 			out = q;
@@ -308,6 +320,9 @@ int elided_observed_locks(struct elided *d, uid_t caller, struct observed_lock *
 			o->exe[len > 0 ? len : 0] = '\0';
 		}
 	}
+	for (size_t i = 0; i < nstale; i++)
+		(void)bpf_map_delete_elem(fd, &stale[i]);
+	free(stale);
 	if (nout)
 		qsort(out, nout, sizeof(*out), cmp_observed);
 	*ret = out;
