@@ -77,6 +77,20 @@ START_TEST(test_too_long)
 }
 END_TEST
 
+START_TEST(test_preempted_outliers_stay_candidate)
+{
+	/* 286 sampled 2 us sections, 2 of them preempted for 2 ms: the mean
+	 * reads 16 us, yet 99% of the sections would fit a transaction. */
+	struct elide_seg_lock l = lock_of(100000, 50000, 5000000000ull, 0, 286, 2);
+	struct advice a;
+
+	l.hold_ns = 284 * 2000ull + 2 * 2000000ull;
+	advise_lock(&l, 10, &a);
+	ck_assert_uint_gt(a.hold_mean_ns, 10000);
+	ck_assert_int_eq(a.verdict, ADVICE_CANDIDATE);
+}
+END_TEST
+
 START_TEST(test_unknown_without_samples)
 {
 	struct elide_seg_lock l = lock_of(100000, 50000, 5000000000ull, 1000, 7, 0);
@@ -144,6 +158,7 @@ static Suite *advice_suite(void)
 	tcase_add_test(tc, test_quiet);
 	tcase_add_test(tc, test_candidate);
 	tcase_add_test(tc, test_too_long);
+	tcase_add_test(tc, test_preempted_outliers_stay_candidate);
 	tcase_add_test(tc, test_unknown_without_samples);
 	tcase_add_test(tc, test_measured_wins);
 	tcase_add_test(tc, test_hostile_counters);
