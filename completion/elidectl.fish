@@ -29,6 +29,14 @@ function __elidectl_pids
     elidectl (__elidectl_source_opts) list --json=short 2>/dev/null | string match -ar '"pid":[0-9]+' | string replace '"pid":' ''
 end
 
+# Whether a pid was given (top PID shows locks, not processes).
+function __elidectl_has_pid
+    for t in (commandline -opc)[2..-1]
+        string match -qr '^[0-9]+$' -- $t; and return 0
+    end
+    return 1
+end
+
 # The lock names of the pid given after set/reset.
 function __elidectl_locks
     set -l tokens (commandline -opc)
@@ -64,6 +72,8 @@ function __elidectl_columns
         set cols INDEX LOCK KIND CALL-SITE ACQUIRED ELIDED% COMMIT% ABORTS CONFLICT CAPACITY BUSY EXPLICIT RETRY DEBUG NESTED OTHER FALLBACK CONTENDED CYCLES-LOST STATE
     else if __fish_seen_subcommand_from learned
         set cols USER UID PROGRAM LOCK VERDICT RUNS ACQUIRED ATTEMPTS COMMITS COMMIT% ABORTS AGE UPDATED
+    else if __fish_seen_subcommand_from top; and __elidectl_has_pid
+        set cols INDEX LOCK KIND ACQUIRED/s CONTENDED/s WAIT/s HOLD COMMITS/s ABORT% TREND
     end
     set -l cur (commandline -ct | string replace -r '^(-o|--output=)' '')
     set -l done (string match -r '^.*,' -- $cur)
@@ -76,7 +86,7 @@ complete -c elidectl -f
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a status -d "elided, the hardware, totals and the busiest processes"
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a list -d "One line per process running with libelide"
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a show -d "A process's elision state and per-lock statistics"
-complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a top -d "Processes by current rates, redrawn every interval"
+complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a top -d "Processes (or a process's locks) by current rates, redrawn every interval"
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a candidates -d "The locks processes wait for most, with advice"
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a set -d "Override the mode of a process or one lock"
 complete -c elidectl -n "not __fish_seen_subcommand_from $__elidectl_commands" -a reset -d "Drop the overrides of a process or one lock"
@@ -101,13 +111,15 @@ complete -c elidectl -s o -l output -x -a "(__elidectl_columns)" -d "The table's
 complete -c elidectl -s H -l host -x -a "(__fish_print_hostnames)" -d "Talk to elided on HOST over ssh"
 complete -c elidectl -l runtime-dir -x -a "(__fish_complete_directories)" -d "Read the segments in DIR directly"
 complete -c elidectl -l lock -x -a "(__elidectl_locks)" -d "set, reset: one lock"
-complete -c elidectl -l sort -x -n "__fish_seen_subcommand_from top" -a "acquired commits aborts cycles" -d "Order by"
-complete -c elidectl -l sort -x -n "not __fish_seen_subcommand_from top" -a "name acquired commits aborts conflict capacity cycles" -d "Order by"
-complete -c elidectl -l max -x -d "show: at most N locks"
+complete -c elidectl -l sort -x -n "__fish_seen_subcommand_from top; and not __elidectl_has_pid" -a "acquired commits aborts cycles" -d "Order by"
+complete -c elidectl -l sort -x -n "__fish_seen_subcommand_from top; and __elidectl_has_pid" -a "acquired wait commits aborts" -d "Order by"
+complete -c elidectl -l sort -x -n "not __fish_seen_subcommand_from top" -a "name acquired commits aborts conflict capacity cycles wait" -d "Order by"
+complete -c elidectl -l max -x -d "show, top PID: at most N locks"
+complete -c elidectl -l history -n "__fish_seen_subcommand_from show" -d "show PID: the rates elided kept of its last intervals"
 complete -c elidectl -s v -l verbose -d "Say what was skipped"
 
 # Arguments of the commands.
-complete -c elidectl -n "__fish_seen_subcommand_from show set reset; and not __fish_seen_subcommand_from (__elidectl_pids)" -x -a "(__elidectl_pids)" -d "Process with libelide"
+complete -c elidectl -n "__fish_seen_subcommand_from show set reset top; and not __fish_seen_subcommand_from (__elidectl_pids)" -x -a "(__elidectl_pids)" -d "Process with libelide"
 complete -c elidectl -n "__fish_seen_subcommand_from set; and __fish_seen_subcommand_from (__elidectl_pids)" -x -a "off on adaptive watch"
 complete -c elidectl -n "__fish_seen_subcommand_from forget" -x -a "(__elidectl_learned_exes)" -d "Program elided learned about"
 complete -c elidectl -n "__fish_seen_subcommand_from check-config" -F

@@ -216,13 +216,6 @@ static const struct table_column candidate_columns[] = {
 	{ "ACTION", TABLE_SHRINK, 0.3 },
 };
 
-static int add_share(struct table *t, double share)
-{
-	if (!(share >= 0))
-		return table_add_cell(t, "-");
-	return table_add_cellf(t, "%.1f%%", 100.0 * share);
-}
-
 static int candidates_table(const struct candidate *c, size_t n, const struct ctl_options *o, const char *why)
 {
 	struct table *t = NULL;
@@ -241,12 +234,12 @@ static int candidates_table(const struct candidate *c, size_t n, const struct ct
 		    (r = table_add_cell(t, c[i].name)) < 0 ||
 		    (r = table_add_cell(t, c[i].site)) < 0 ||
 		    (r = table_add_number(t, l->stats[ELIDE_SEG_STAT_CONTENDED])) < 0 ||
-		    (r = add_share(t, c[i].advice.contended_share)) < 0 ||
+		    (r = table_add_share(t, c[i].advice.contended_share)) < 0 ||
 		    (r = table_add_duration(t, l->wait_ns, true)) < 0 ||
-		    (r = add_share(t, c[i].advice.wait_share)) < 0 ||
+		    (r = table_add_share(t, c[i].advice.wait_share)) < 0 ||
 		    (r = table_add_duration(t, c[i].advice.hold_mean_ns, l->hold_samples != 0)) < 0 ||
-		    (r = add_share(t, c[i].advice.long_share)) < 0 ||
-		    (r = add_share(t, c[i].advice.commit_share)) < 0 ||
+		    (r = table_add_share(t, c[i].advice.long_share)) < 0 ||
+		    (r = table_add_share(t, c[i].advice.commit_share)) < 0 ||
 		    (r = table_add_cell(t, advice_verdict_name(c[i].advice.verdict))) < 0 ||
 		    (r = table_add_cell(t, c[i].action)) < 0)
 			goto out;
@@ -351,13 +344,9 @@ int verb_candidates(struct source *s, const struct ctl_options *o, int argc, cha
 		log_error("candidates takes no arguments");
 		return EXIT_USAGE;
 	}
-	if (o->output && !o->json) {
-		struct table *t = NULL;
-
-		if (table_new(&t, "candidates", candidate_columns, ARRAY_SIZE(candidate_columns), o->output) < 0)
-			return EXIT_USAGE;
-		table_free(t);
-	}
+	if (o->output && !o->json &&
+	    table_check_output("candidates", candidate_columns, ARRAY_SIZE(candidate_columns), o->output) < 0)
+		return EXIT_USAGE;
 	r = source_list(s, &procs, &nprocs);
 	if (r < 0) {
 		log_error("cannot list the processes: %s", s->error[0] ? s->error : strerror(-r));

@@ -59,6 +59,7 @@ static const struct {
 	{ "conflict", SORT_CONFLICT },
 	{ "capacity", SORT_CAPACITY },
 	{ "cycles", SORT_CYCLES },
+	{ "wait", SORT_WAIT },
 };
 
 static void help(void)
@@ -72,8 +73,11 @@ static void help(void)
 	       "  list                 One line per process running with libelide (the default)\n"
 	       "  show PID|EXE         The process's elision state and per-lock statistics;\n"
 	       "                       EXE (a path or a base name): every process running it\n"
+	       "  show PID --history   elided's rates of the process over its last intervals\n"
 	       "  top                  Processes by current rates, redrawn every interval\n"
 	       "                       (keys: a acquired, c commits, x aborts, l cycles lost, q quit)\n"
+	       "  top PID              The process's locks by current rates, each with a trend\n"
+	       "                       (keys: a acquired, w wait, c commits, x aborts, q quit)\n"
 	       "  candidates           The locks processes wait for most, and whether eliding\n"
 	       "                       them would pay (an estimate; see ADVICE in elidectl(1))\n"
 	       "  set PID [--lock NAME] off|on|adaptive|watch\n"
@@ -120,10 +124,13 @@ static void help(void)
 	       "                       $ELIDE_RUNTIME_DIR, else %s, when elided is not running)\n"
 	       "     --lock NAME       set, reset: one lock (a name from show, #INDEX or 0xADDRESS)\n"
 	       "     --sort KEY        show: order locks by name, acquired, commits, aborts,\n"
-	       "                       conflict, capacity or cycles (default acquired; numbers\n"
-	       "                       descending, names ascending); top: acquired, commits,\n"
-	       "                       aborts or cycles\n"
-	       "     --max N           show: at most N locks\n"
+	       "                       conflict, capacity, cycles or wait (default acquired;\n"
+	       "                       numbers descending, names ascending); top: acquired,\n"
+	       "                       commits, aborts or cycles; top PID: acquired, wait,\n"
+	       "                       commits or aborts\n"
+	       "     --max N           show, top PID: at most N locks\n"
+	       "     --history         show PID: the rates elided kept of its last intervals\n"
+	       "                       (needs elided)\n"
 	       "     --root DIR        enable, disable: the system in DIR (default /)\n"
 	       "     --library PATH    enable, disable: this libelide.so (as seen inside the\n"
 	       "                       root) instead of the one run uses\n"
@@ -212,6 +219,7 @@ static int parse_argv(int argc, char **argv, struct ctl_options *o)
 		ARG_NO_PAGER,
 		ARG_LOCK,
 		ARG_NO_COLOR,
+		ARG_HISTORY,
 	};
 	static const struct option options[] = {
 		{ "help", no_argument, NULL, 'h' },
@@ -228,6 +236,7 @@ static int parse_argv(int argc, char **argv, struct ctl_options *o)
 		{ "full", no_argument, NULL, 'l' },
 		{ "host", required_argument, NULL, 'H' },
 		{ "lock", required_argument, NULL, ARG_LOCK },
+		{ "history", no_argument, NULL, ARG_HISTORY },
 		{}
 	};
 	/* `run CMD -x`: CMD's options are not ours, so stop at the verb; as
@@ -285,6 +294,9 @@ static int parse_argv(int argc, char **argv, struct ctl_options *o)
 			}
 			o->lock = optarg;
 			break;
+		case ARG_HISTORY:
+			o->history = true;
+			break;
 		case ARG_NO_PAGER:
 			o->no_pager = true;
 			break;
@@ -300,7 +312,7 @@ static int parse_argv(int argc, char **argv, struct ctl_options *o)
 		case ARG_SORT:
 			if (parse_sort(optarg, &o->sort) < 0) {
 				log_error("--sort: unknown key '%s' (name, acquired, commits, aborts, "
-					  "conflict, capacity, cycles)", optarg);
+					  "conflict, capacity, cycles, wait)", optarg);
 				return -EXIT_USAGE;
 			}
 			o->sort_set = true;
@@ -324,12 +336,14 @@ static int parse_argv(int argc, char **argv, struct ctl_options *o)
 	return 1;
 }
 
-static int open_source(const struct verb *verb, struct ctl_options *o, struct source **ret)
+/* `source`: the verb's, or SOURCE_DAEMON where an option needs elided. */
+static int open_source(const struct verb *verb, enum verb_source source, struct ctl_options *o,
+		       struct source **ret)
 {
 	char why[512] = "";
 	int r;
 
-	if (verb->source == SOURCE_NONE) {
+	if (source == SOURCE_NONE) {
 		if (o->host) {
 			log_error("%s works on this machine only (no -H)", verb->name);
 			return EXIT_USAGE;
@@ -337,7 +351,7 @@ static int open_source(const struct verb *verb, struct ctl_options *o, struct so
 		*ret = NULL;
 		return EXIT_OK;
 	}
-	if (verb->source == SOURCE_ANY && o->runtime_dir_set) {
+	if (source == SOURCE_ANY && o->runtime_dir_set) {
 		if (o->host) {
 			log_error("--runtime-dir and -H exclude each other");
 			return EXIT_USAGE;
@@ -349,7 +363,7 @@ static int open_source(const struct verb *verb, struct ctl_options *o, struct so
 		o->daemon = true;
 		return EXIT_OK;
 	}
-	if (verb->source == SOURCE_DAEMON || o->host) {
+	if (source == SOURCE_DAEMON || o->host) {
 		log_error("%s", why);
 		return EXIT_NO_DAEMON;
 	}
@@ -409,8 +423,25 @@ int main(int argc, char **argv)
 		log_error("--output applies to list, show, status, top and learned only");
 		return EXIT_USAGE;
 	}
-	if (o.output && !o.json && (verb->run == verb_status || verb->run == verb_top) &&
-	    rates_check_output(o.output) < 0)
+	if (o.history && verb->run != verb_show) {
+		log_error("--history applies to show only");
+		return EXIT_USAGE;
+	}
+	if (o.history && o.runtime_dir_set) {
+		log_error("--history needs elided: it keeps the history (the segments that --runtime-dir reads "
+			  "have counters only)");
+		return EXIT_USAGE;
+	}
+	if (o.history && (o.output || o.sort_set || o.max_set)) {
+		log_error("--history prints rates, not the lock table: no -o, --sort or --max");
+		return EXIT_USAGE;
+	}
+	/* top PID shows locks: its columns are not the processes'. */
+	if (o.output && !o.json && verb->run == verb_top && argc == 2) {
+		if (top_locks_check_output(o.output) < 0)
+			return EXIT_USAGE;
+	} else if (o.output && !o.json && (verb->run == verb_status || verb->run == verb_top) &&
+		   rates_check_output(o.output) < 0)
 		return EXIT_USAGE;
 	terminal_setup(o.full, o.no_color);
 
@@ -419,7 +450,7 @@ int main(int argc, char **argv)
 		if (!o.runtime_dir || !*o.runtime_dir)
 			o.runtime_dir = ELIDE_RUNTIME_DIR_DEFAULT;
 	}
-	r = open_source(verb, &o, &s);
+	r = open_source(verb, o.history ? SOURCE_DAEMON : verb->source, &o, &s);
 	if (r != EXIT_OK)
 		return r;
 	if (verb->pager)

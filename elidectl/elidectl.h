@@ -32,6 +32,7 @@ enum sort_key {
 	SORT_CONFLICT,
 	SORT_CAPACITY,
 	SORT_CYCLES,
+	SORT_WAIT,
 };
 
 struct ctl_options {
@@ -39,6 +40,7 @@ struct ctl_options {
 	bool runtime_dir_set;    /* --runtime-dir: read segments directly */
 	const char *host;        /* -H: elided on another host over ssh */
 	const char *lock;        /* set/reset --lock */
+	bool history;            /* show --history: elided's rates over its last intervals */
 	bool daemon;             /* the source is elided (not the segments) */
 	bool json;
 	bool json_pretty;
@@ -69,6 +71,15 @@ int verb_top(struct source *s, const struct ctl_options *o, int argc, char **arg
 int verb_candidates(struct source *s, const struct ctl_options *o, int argc, char **argv);
 int verb_enable(struct source *s, const struct ctl_options *o, int argc, char **argv);
 int verb_disable(struct source *s, const struct ctl_options *o, int argc, char **argv);
+
+/* show PID --history (history.c): elided's GetHistory as sparklines or JSON;
+ * returns an exit status. */
+int show_history(struct source *s, const struct ctl_options *o, pid_t pid);
+/* top PID (top-locks.c): the process's locks by current rates; returns an
+ * exit status.  top_locks_check_output: -EINVAL (logged) for an unknown
+ * column. */
+int top_locks(struct source *s, const struct ctl_options *o, pid_t pid);
+int top_locks_check_output(const char *output);
 
 /* libelide.so: $ELIDE_LIBDIR's, else the build tree's next to elidectl,
  * else LIBDIR's.  Fills buf with the last path tried; -errno when none is

@@ -241,13 +241,9 @@ int verb_learned(struct source *s, const struct ctl_options *o, int argc, char *
 		return EXIT_USAGE;
 	}
 	/* An unknown column is a usage error before elided is asked. */
-	if (o->output && !o->json) {
-		struct table *t = NULL;
-
-		if (table_new(&t, "learned", learned_columns, ARRAY_SIZE(learned_columns), o->output) < 0)
-			return EXIT_USAGE;
-		table_free(t);
-	}
+	if (o->output && !o->json &&
+	    table_check_output("learned", learned_columns, ARRAY_SIZE(learned_columns), o->output) < 0)
+		return EXIT_USAGE;
 	r = sd_bus_call_method(source_bus(s), ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, "ListLearned",
 			       &e, &reply, NULL);
 	if (r < 0)

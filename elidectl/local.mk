@@ -6,12 +6,16 @@ elidectl_elidectl_SOURCES = \
 	elidectl/elidectl.c elidectl/elidectl.h \
 	elidectl/list.c \
 	elidectl/show.c \
+	elidectl/lock-rows.c elidectl/lock-rows.h \
+	elidectl/history.c \
 	elidectl/candidates.c \
 	elidectl/advice.c elidectl/advice.h \
 	elidectl/status.c \
 	elidectl/control.c \
 	elidectl/learned.c \
-	elidectl/top.c \
+	elidectl/top.c elidectl/top.h \
+	elidectl/top-locks.c \
+	elidectl/sparkline.c elidectl/sparkline.h \
 	elidectl/check-config.c \
 	elidectl/hwinfo.c \
 	elidectl/run.c \

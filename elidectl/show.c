@@ -9,17 +9,10 @@
 
 #include "elidectl.h"
 #include "json.h"
+#include "lock-rows.h"
 #include "log.h"
 #include "table.h"
 #include "terminal.h"
-
-struct lock_row {
-	const struct seg_lock_snapshot *ls;
-	struct source_symbol sym;      /* of the lock's address */
-	struct source_symbol site;     /* of the call site */
-	char name[ELIDE_SEG_NAME_MAX + 160];
-	uint64_t aborts;
-};
 
 static enum sort_key sort_key;
 
@@ -38,6 +31,8 @@ static uint64_t row_key(const struct lock_row *r)
 		return st[ELIDE_SEG_STAT_ABORT_CAPACITY];
 	case SORT_CYCLES:
 		return st[ELIDE_SEG_STAT_CYCLES_LOST];
+	case SORT_WAIT:
+		return r->ls->lock.wait_ns;
 	case SORT_ACQUIRED:
 	case SORT_NAME:
 		break;
@@ -63,58 +58,6 @@ static int cmp_rows(const void *a, const void *b)
 			return kx < ky ? 1 : -1;
 	}
 	return (x->ls->index > y->ls->index) - (x->ls->index < y->ls->index);
-}
-
-static bool overflow_in_use(const struct elide_seg_lock *l)
-{
-	for (unsigned s = 0; s < ELIDE_SEG_NSTATS; s++)
-		if (l->stats[s])
-			return true;
-	return false;
-}
-
-static int build_rows(struct source *s, const struct seg_snapshot *snap, struct lock_row **ret, size_t *ret_n)
-{
-	struct lock_row *rows;
-	size_t n = 0;
-
-	rows = calloc(snap->nlocks ? snap->nlocks : 1, sizeof(*rows));
-	if (!rows)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < snap->nlocks; i++) {
-		const struct seg_lock_snapshot *ls = &snap->locks[i];
-		const struct elide_seg_lock *l = &ls->lock;
-		struct lock_row *row = &rows[n];
-
-		/* The overflow entry always exists; it matters once it counted. */
-		if (l->kind == ELIDE_SEG_KIND_OVERFLOW && !overflow_in_use(l))
-			continue;
-		row->ls = ls;
-		row->aborts = lock_aborts(l);
-		if (l->kind == ELIDE_SEG_KIND_OVERFLOW) {
-			snprintf(row->sym.text, sizeof(row->sym.text), "-");
-			snprintf(row->site.text, sizeof(row->site.text), "-");
-		} else {
-			source_symbolize(s, snap->pid, l->addr, true, &row->sym);
-			if (l->callsite)
-				source_symbolize(s, snap->pid, l->callsite, false, &row->site);
-			else
-				snprintf(row->site.text, sizeof(row->site.text), "-");
-		}
-		/* elide.h's name, else the symbol, else the address. */
-		if (l->kind == ELIDE_SEG_KIND_OVERFLOW)
-			snprintf(row->name, sizeof(row->name), "(overflow)");
-		else if (l->name[0])
-			snprintf(row->name, sizeof(row->name), "%s", l->name);
-		else if (row->sym.symbol[0])
-			snprintf(row->name, sizeof(row->name), "%s", row->sym.symbol);
-		else
-			snprintf(row->name, sizeof(row->name), "0x%llx", (unsigned long long)l->addr);
-		n++;
-	}
-	*ret = rows;
-	*ret_n = n;
-	return 0;
 }
 
 static const char *null_if_empty(const char *s)
@@ -359,25 +302,11 @@ static int add_state_cell(struct table *t, const struct seg_lock_snapshot *ls, i
 	return table_add_cellf(t, "%s (learned, %s ago)", state_name(ls->lock.state), age);
 }
 
-/* Were these locks watched, not elided: contention figures, and not one
- * transaction? */
-static bool rows_watched(const struct lock_row *rows, size_t n)
-{
-	bool figures = false;
-
-	for (size_t i = 0; i < n; i++) {
-		if (rows[i].ls->lock.stats[ELIDE_SEG_STAT_ATTEMPTS])
-			return false;
-		figures = figures || lock_has_contention(&rows[i].ls->lock);
-	}
-	return figures;
-}
-
 static int show_table(const struct lock_row *rows, size_t n, const struct ctl_options *o)
 {
 	struct table_column columns[ARRAY_SIZE(show_columns)];
 	int64_t now = (int64_t)time(NULL);
-	bool contention = rows_watched(rows, n);
+	bool contention = lock_rows_watched(rows, n);
 	struct table *t = NULL;
 	int r;
 
@@ -462,7 +391,7 @@ static int show_one(struct source *s, const struct ctl_options *o, struct json *
 	size_t n = 0, total;
 	int r;
 
-	r = build_rows(s, snap, &rows, &n);
+	r = lock_rows_build(s, snap, true, &rows, &n);
 	if (r < 0)
 		return r;
 	sort_key = o->sort;
@@ -548,13 +477,8 @@ int verb_show(struct source *s, const struct ctl_options *o, int argc, char **ar
 		return EXIT_USAGE;
 	}
 	/* An unknown column is a usage error before anything is shown. */
-	if (o->output && !o->json) {
-		struct table *t = NULL;
-
-		if (table_new(&t, "show", show_columns, ARRAY_SIZE(show_columns), o->output) < 0)
-			return EXIT_USAGE;
-		table_free(t);
-	}
+	if (o->output && !o->json && table_check_output("show", show_columns, ARRAY_SIZE(show_columns), o->output) < 0)
+		return EXIT_USAGE;
 	if (!*argv[1]) {
 		log_error("show: empty argument");
 		return EXIT_USAGE;
@@ -564,25 +488,17 @@ int verb_show(struct source *s, const struct ctl_options *o, int argc, char **ar
 			log_error("invalid PID '%s'", argv[1]);
 			return EXIT_USAGE;
 		}
+		if (o->history) {
+			log_error("--history takes a PID, not an executable: '%s'", argv[1]);
+			return EXIT_USAGE;
+		}
 		return show_exe(s, o, argv[1]);
 	}
+	if (o->history)
+		return show_history(s, o, pid);
 	r = source_get(s, pid, &snap);
-	if (r == -ENOENT) {
-		if (o->daemon)
-			log_error("no libelide process with pid %d", (int)pid);
-		else
-			log_error("no libelide segment for pid %d in %s", (int)pid, s->location);
-		return EXIT_NOT_FOUND;
-	}
-	if (r < 0) {
-		char clean[SEG_ERR_MAX];
-
-		sanitize_text(s->error[0] ? s->error : strerror(-r), clean, sizeof(clean));
-		log_error("cannot read pid %d: %s", (int)pid, clean);
-		if (s->error_exit)
-			return s->error_exit;
-		return r == -EACCES || r == -EPERM ? EXIT_DENIED : EXIT_FAIL;
-	}
+	if (r < 0)
+		return lock_rows_get_failed(s, o, pid, r);
 	if (o->json) {
 		json_init(&j, stdout, o->json_pretty);
 		r = show_one(s, o, &j, snap, true);

@@ -15,6 +15,7 @@
 
 #define TABLE_MAX_COLUMNS 48
 #define TABLE_CELL_MAX 512
+#define TABLE_SHRINKS (TABLE_SHRINK | TABLE_SHRINK_MIDDLE | TABLE_CUT_START)
 
 struct table {
 	struct libscols_table *tb;
@@ -155,7 +156,7 @@ static int show_column(struct table *t, size_t index)
 		return 0; /* named twice: shown once */
 	if (c->flags & TABLE_RIGHT)
 		flags |= SCOLS_FL_RIGHT;
-	if (c->flags & (TABLE_SHRINK | TABLE_SHRINK_MIDDLE))
+	if (c->flags & TABLE_SHRINKS)
 		flags |= SCOLS_FL_TRUNC;
 	/* A share only matters to shrinkable columns: others never shrink. */
 	t->shown[index] = scols_table_new_column(t->tb, c->name,
@@ -214,6 +215,15 @@ int table_new(struct table **ret, const char *verb, const struct table_column *c
 	}
 	*ret = t;
 	return 0;
+}
+
+int table_check_output(const char *verb, const struct table_column *columns, size_t ncolumns, const char *output)
+{
+	struct table *t = NULL;
+	int r = table_new(&t, verb, columns, ncolumns, output);
+
+	table_free(t);
+	return r;
 }
 
 void table_free(struct table *t)
@@ -303,13 +313,22 @@ int table_add_duration(struct table *t, uint64_t ns, bool known)
 	return table_add_cell(t, format_duration_ns(ns, buf, sizeof(buf)));
 }
 
-int table_add_rate(struct table *t, double v)
+char *format_rate(double v, char *buf, size_t size)
 {
 	if (!(v >= 0))
-		return table_add_cell(t, "-");
-	if (v < 10)
-		return table_add_cellf(t, "%.1f", v);
-	return table_add_number(t, v >= 1.8e19 ? UINT64_MAX : (uint64_t)(v + 0.5));
+		snprintf(buf, size, "-");
+	else if (v < 10)
+		snprintf(buf, size, "%.1f", v);
+	else
+		humanize_number(v >= 1.8e19 ? UINT64_MAX : (uint64_t)(v + 0.5), buf, size);
+	return buf;
+}
+
+int table_add_rate(struct table *t, double v)
+{
+	char buf[32];
+
+	return table_add_cell(t, format_rate(v, buf, sizeof(buf)));
 }
 
 int table_add_ratio(struct table *t, double ratio)
@@ -317,6 +336,13 @@ int table_add_ratio(struct table *t, double ratio)
 	if (!(ratio >= 0))
 		return table_add_cell(t, "-");
 	return table_add_cellf(t, "%.1f%%", (ratio > 1 ? 1 : ratio) * 100);
+}
+
+int table_add_share(struct table *t, double share)
+{
+	if (!(share >= 0))
+		return table_add_cell(t, "-");
+	return table_add_cellf(t, "%.1f%%", 100.0 * share);
 }
 
 void table_set_color(struct table *t, enum table_color color)
@@ -355,7 +381,7 @@ static int ellipsize_cells(struct table *t)
 		struct libscols_column *c = t->shown[i];
 		size_t width;
 
-		if (!c || !(t->defs[i].flags & (TABLE_SHRINK | TABLE_SHRINK_MIDDLE)))
+		if (!c || !(t->defs[i].flags & TABLE_SHRINKS))
 			continue;
 		width = scols_column_get_width(c);
 		for (size_t row = 0; row < t->rows; row++) {
@@ -365,7 +391,10 @@ static int ellipsize_cells(struct table *t)
 
 			if (!data || text_width(data) <= width)
 				continue;
-			ellipsize(data, width, t->defs[i].flags & TABLE_SHRINK_MIDDLE, buf, sizeof(buf));
+			if (t->defs[i].flags & TABLE_CUT_START)
+				snprintf(buf, sizeof(buf), "%s", text_tail(data, width));
+			else
+				ellipsize(data, width, t->defs[i].flags & TABLE_SHRINK_MIDDLE, buf, sizeof(buf));
 			if (scols_line_set_column_data(ln, c, buf) < 0)
 				return -ENOMEM;
 		}

@@ -27,6 +27,7 @@ enum {
 	TABLE_SHRINK = 1 << 1,        /* may be shortened to fit, ellipsised at the end */
 	TABLE_SHRINK_MIDDLE = 1 << 2, /* ... in the middle ("/usr/…/memcached") */
 	TABLE_HIDDEN = 1 << 3,        /* not a default column: -o NAME or -o +NAME shows it */
+	TABLE_CUT_START = 1 << 4,     /* ... at the start, without a mark: a trend keeps its newest points */
 };
 
 struct table_column {
@@ -55,6 +56,9 @@ struct table;
 int table_new(struct table **ret, const char *verb, const struct table_column *columns, size_t ncolumns,
 	      const char *output);
 void table_free(struct table *t);
+/* Whether `output` names only the verb's columns: 0, else -EINVAL (logged
+ * as table_new() logs it), before anything is asked or shown. */
+int table_check_output(const char *verb, const struct table_column *columns, size_t ncolumns, const char *output);
 
 /* Cells fill the current row in the order of the columns, then start the
  * next row; a cell of a column not shown is dropped. */
@@ -65,6 +69,7 @@ int table_add_percent(struct table *t, uint64_t part, uint64_t whole); /* "-" wh
 int table_add_duration(struct table *t, uint64_t ns, bool known); /* "1.25ms"; "-" when !known */
 int table_add_rate(struct table *t, double v);              /* "-" below 0; 1 decimal below 10 */
 int table_add_ratio(struct table *t, double ratio);         /* "12.5%"; "-" below 0 */
+int table_add_share(struct table *t, double share);         /* as ratio, not capped: 250% is 2.5 threads */
 /* Colours the last cell added (on a terminal with colours only). */
 void table_set_color(struct table *t, enum table_color color);
 
@@ -75,6 +80,8 @@ int table_print(struct table *t, FILE *f, bool legend);
 
 /* "999", "1.2k", "34k", "5.6M", ... (SI, powers of 1000). */
 char *humanize_number(uint64_t v, char *buf, size_t size);
+/* A rate as table_add_rate writes it: "-" below 0 (unknown), "3.5", "1.2k". */
+char *format_rate(double v, char *buf, size_t size);
 /* "950ns", "12.5us", "1.25ms", "3.00s": three significant digits at most. */
 char *format_duration_ns(uint64_t ns, char *buf, size_t size);
 

@@ -270,6 +270,17 @@ size_t text_width(const char *s)
 	return width;
 }
 
+const char *text_tail(const char *s, size_t width)
+{
+	size_t total = text_width(s), w;
+
+	while (*s && total > width) {
+		s += char_at(s, &w);
+		total -= w;
+	}
+	return s;
+}
+
 size_t ellipsize(const char *s, size_t width, bool middle, char *buf, size_t size)
 {
 	const char *dots = term.utf8 ? "\xe2\x80\xa6" : "...";

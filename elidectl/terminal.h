@@ -52,6 +52,8 @@ void pager_close(void);
 
 /* Display width of a (sanitised) string. */
 size_t text_width(const char *s);
+/* The end of s that fits `width` columns. */
+const char *text_tail(const char *s, size_t width);
 /*
  * Copies s into buf shortened to at most `width` columns with an ellipsis
  * ("…", "..." outside UTF-8 locales) at the end, or in the middle when

@@ -4,7 +4,9 @@
  * a terminal (ANSI clear and redraw, no curses) and at once when the
  * terminal is resized (SIGWINCH); every frame fits the terminal, title and
  * keys included (rows beyond its height are counted on a last line).  Keys
- * a, c, x, l sort, q quits.  Not on a terminal: the table once.
+ * a, c, x, l sort, q quits.  Not on a terminal: the table once.  The screen
+ * is here too (top.h); top PID's view of one process's locks is
+ * top-locks.c's.
  */
 #include <errno.h>
 #include <poll.h>
@@ -21,6 +23,7 @@
 #include "log.h"
 #include "table.h"
 #include "terminal.h"
+#include "top.h"
 
 struct rate_row {
 	const struct seg_snapshot *snap;
@@ -72,11 +75,7 @@ static const struct table_column rate_columns[] = {
 
 int rates_check_output(const char *output)
 {
-	struct table *t = NULL;
-	int r = table_new(&t, "top", rate_columns, ARRAY_SIZE(rate_columns), output);
-
-	table_free(t);
-	return r;
+	return table_check_output("top", rate_columns, ARRAY_SIZE(rate_columns), output);
 }
 
 static int print_rates_to(FILE *f, struct source *s, struct seg_snapshot **procs, size_t n, enum sort_key key,
@@ -187,7 +186,7 @@ static const char *key_name(enum sort_key k)
 	}
 }
 
-static double interval_of(struct source *s)
+double top_interval(struct source *s)
 {
 	sd_bus *bus = source_bus(s);
 	double d = 0;
@@ -198,8 +197,7 @@ static double interval_of(struct source *s)
 	return 1.0;
 }
 
-/* One line of the frame, ellipsised to the terminal's width. */
-static void frame_line(FILE *f, const char *text)
+void top_frame_line(FILE *f, const char *text)
 {
 	char buf[512];
 
@@ -233,7 +231,7 @@ static int one_frame(FILE *f, struct source *s, const struct ctl_options *o, enu
 		char more[128];
 
 		snprintf(more, sizeof(more), "... and %zu more (elidectl list shows every process)", n - max);
-		frame_line(f, more);
+		top_frame_line(f, more);
 	}
 	source_list_free(procs, n);
 	if (r == -EINVAL)
@@ -241,37 +239,75 @@ static int one_frame(FILE *f, struct source *s, const struct ctl_options *o, enu
 	return r < 0 ? EXIT_FAIL : EXIT_OK;
 }
 
+/* The processes' view. */
+struct procs_view {
+	struct source *s;
+	const struct ctl_options *o;
+	enum sort_key key;
+	double interval;
+};
+
+static int procs_frame(void *data, FILE *f, size_t rows, bool tick)
+{
+	struct procs_view *v = data;
+	char title[256];
+
+	(void)tick; /* every frame lists afresh: a key's redraw too */
+	snprintf(title, sizeof(title), "elidectl top: %s, every %.1fs, sorted by %s",
+		 v->o->daemon ? "elided" : "segments (averages since start)", v->interval, key_name(v->key));
+	top_frame_line(f, title);
+	top_frame_line(f, "keys: a acquired/s, c commits/s, x abort%, l cycles lost/s, q quit");
+	return one_frame(f, v->s, v->o, v->key, true, rows);
+}
+
+static bool procs_key(void *data, char c)
+{
+	struct procs_view *v = data;
+
+	if (c == 'a')
+		v->key = SORT_ACQUIRED;
+	else if (c == 'c')
+		v->key = SORT_COMMITS;
+	else if (c == 'x')
+		v->key = SORT_ABORTS;
+	else if (c == 'l')
+		v->key = SORT_CYCLES;
+	else
+		return false;
+	return true;
+}
+
 /*
  * One frame, drawn in one write: home, each line cut at the terminal's
  * width (a table that cannot shrink enough must not wrap and scroll the
  * title away) and the rest of its row erased, then the rest of the screen.
+ * A frame that failed is not drawn: its message stays below the last one.
  */
-static void draw(struct source *s, const struct ctl_options *o, enum sort_key key, double interval, int *ret)
+static int draw(const struct top_view *v, bool tick)
 {
 	size_t height = terminal_height(), width = terminal_width(), rows = 0, len = 0;
-	char title[256], *frame = NULL;
+	char *frame = NULL;
 	FILE *f = open_memstream(&frame, &len);
+	int r;
 
 	if (!f) {
 		log_oom();
-		*ret = EXIT_FAIL;
-		return;
+		return EXIT_FAIL;
 	}
-	snprintf(title, sizeof(title), "elidectl top: %s, every %.1fs, sorted by %s",
-		 o->daemon ? "elided" : "segments (averages since start)", interval, key_name(key));
-	frame_line(f, title);
-	frame_line(f, "keys: a acquired/s, c commits/s, x abort%, l cycles lost/s, q quit");
-	/* Two lines above, the header, and the cursor's line below: a last
+	/* The title lines, the header, and the cursor's line below: a last
 	 * newline on the bottom row would scroll the title away. */
-	if (height >= 6)
-		rows = height - 4;
+	if (height >= TOP_TITLE_LINES + 4)
+		rows = height - TOP_TITLE_LINES - 2;
 	else if (height > 0)
 		rows = 1;
-	*ret = one_frame(f, s, o, key, true, rows);
+	r = v->frame(v->data, f, rows, tick);
 	if (fclose(f) != 0 || !frame) {
 		free(frame);
-		*ret = EXIT_FAIL;
-		return;
+		return EXIT_FAIL;
+	}
+	if (r != EXIT_OK) {
+		free(frame);
+		return r;
 	}
 	fputs("\033[H", stdout);
 	for (char *line = frame; *line;) {
@@ -288,31 +324,15 @@ static void draw(struct source *s, const struct ctl_options *o, enum sort_key ke
 	fputs("\033[J", stdout);
 	fflush(stdout);
 	free(frame);
+	return EXIT_OK;
 }
 
-int verb_top(struct source *s, const struct ctl_options *o, int argc, char **argv)
+int top_screen(const struct top_view *v, double interval)
 {
-	enum sort_key key = SORT_ACQUIRED;
 	struct sigaction sa = {};
 	struct termios raw;
-	double interval;
 	int r;
 
-	(void)argv;
-	if (argc != 1) {
-		log_error("top takes no arguments");
-		return EXIT_USAGE;
-	}
-	if (o->json) {
-		log_error("top has no JSON output; use list --json");
-		return EXIT_USAGE;
-	}
-	if (o->sort_set)
-		key = o->sort == SORT_COMMITS || o->sort == SORT_ABORTS || o->sort == SORT_CYCLES ? o->sort : SORT_ACQUIRED;
-	if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO))
-		return one_frame(stdout, s, o, key, o->legend, 0);
-
-	interval = interval_of(s);
 	terminal_set_margin(1);
 	if (tcgetattr(STDIN_FILENO, &saved_tty) == 0) {
 		raw = saved_tty;
@@ -331,15 +351,16 @@ int verb_top(struct source *s, const struct ctl_options *o, int argc, char **arg
 	sigaction(SIGWINCH, &sa, NULL);
 	/* Hide the cursor, clear once; frames then overwrite in place. */
 	fputs("\033[?25l\033[H\033[2J", stdout);
-	for (;;) {
+	for (bool tick = true;;) {
 		struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
 		struct timespec start, now;
 		char c;
 
 		resized = 0;
-		draw(s, o, key, interval, &r);
+		r = draw(v, tick);
 		if (r != EXIT_OK)
 			return r;
+		tick = false;
 		clock_gettime(CLOCK_MONOTONIC, &start);
 		for (;;) {
 			double left;
@@ -352,25 +373,48 @@ int verb_top(struct source *s, const struct ctl_options *o, int argc, char **arg
 			}
 			clock_gettime(CLOCK_MONOTONIC, &now);
 			left = interval - (double)(now.tv_sec - start.tv_sec) - (double)(now.tv_nsec - start.tv_nsec) / 1e9;
-			if (left <= 0)
+			if (left <= 0) {
+				tick = true;
 				break;
+			}
 			if (poll(&pfd, 1, (int)(left * 1000) + 1) <= 0)
 				continue;
 			if (read(STDIN_FILENO, &c, 1) != 1)
 				return EXIT_OK; /* end of input */
 			if (c == 'q' || c == 'Q')
 				return EXIT_OK;
-			if (c == 'a')
-				key = SORT_ACQUIRED;
-			else if (c == 'c')
-				key = SORT_COMMITS;
-			else if (c == 'x')
-				key = SORT_ABORTS;
-			else if (c == 'l')
-				key = SORT_CYCLES;
-			else
-				continue;
-			break;
+			if (v->key(v->data, c))
+				break;
 		}
 	}
+}
+
+int verb_top(struct source *s, const struct ctl_options *o, int argc, char **argv)
+{
+	struct procs_view pv = { .s = s, .o = o, .key = SORT_ACQUIRED };
+	struct top_view view = { .frame = procs_frame, .key = procs_key, .data = &pv };
+	pid_t pid;
+
+	if (argc > 2) {
+		log_error("top takes at most one PID");
+		return EXIT_USAGE;
+	}
+	if (o->json) {
+		log_error(argc == 2 ? "top has no JSON output; use show PID --json" :
+			  "top has no JSON output; use list --json");
+		return EXIT_USAGE;
+	}
+	if (argc == 2) {
+		if (parse_pid(argv[1], &pid) < 0) {
+			log_error("invalid PID '%s'", argv[1]);
+			return EXIT_USAGE;
+		}
+		return top_locks(s, o, pid);
+	}
+	if (o->sort_set)
+		pv.key = o->sort == SORT_COMMITS || o->sort == SORT_ABORTS || o->sort == SORT_CYCLES ? o->sort : SORT_ACQUIRED;
+	if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO))
+		return one_frame(stdout, s, o, pv.key, o->legend, 0);
+	pv.interval = top_interval(s);
+	return top_screen(&view, pv.interval);
 }

@@ -102,6 +102,10 @@ tests_integration_watch_measure_CFLAGS = $(AM_CFLAGS)
 TESTS += tests/integration/test-watch.sh tests/integration/test-elided-observe.sh
 EXTRA_DIST += tests/integration/test-watch.sh tests/integration/test-elided-observe.sh
 
+# Per-lock history: top PID off a terminal, show --history through elided.
+TESTS += tests/integration/test-elidectl-trend.sh
+EXTRA_DIST += tests/integration/test-elidectl-trend.sh
+
 TESTS += tests/integration/test-elided.sh
 EXTRA_DIST += tests/integration/test-elided.sh
 

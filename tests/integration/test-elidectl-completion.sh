@@ -3,7 +3,8 @@
 #
 # The bash completion of elidectl (completion/elidectl): it registers with
 # `complete -p`, completes commands, options, --json=MODE (with and
-# without '=' in COMP_WORDBREAKS), -o's columns, sort keys, modes, and the
+# without '=' in COMP_WORDBREAKS), -o's columns (top PID's its locks'),
+# sort keys, modes, and the
 # pids and lock names of a live libelide process, read through elidectl
 # itself (here from segments, with --runtime-dir passed on by the script).
 # The zsh completion (completion/_elidectl) must load: compinit registers
@@ -82,6 +83,13 @@ check "--full" elidectl --fu
 check "LOCK" elidectl show 1 -o LO
 check "LOCK,CYCLES-LOST" elidectl show 1 -o LOCK,CY
 check "EXE/UNIT" elidectl top -o EXE
+# top PID: its pid, its locks' columns and sort keys; show --history.
+check "$sp" elidectl --runtime-dir "$tmp/run" top ""
+check "TREND" elidectl top "$sp" -o TR
+check "WAIT/s" elidectl top "$sp" -o WA
+check "wait" elidectl top "$sp" --sort w
+check "wait" elidectl show "$sp" --sort w
+check "--history" elidectl show "$sp" --hi
 check "--force" elidectl enable --fo
 
 # ---- zsh ----------------------------------------------------------------------
@@ -115,6 +123,8 @@ if command -v fish >/dev/null; then
 	fcheck "--json=pretty --json=short" "elidectl --json="
 	fcheck "LOCK,CYCLES-LOST" "elidectl show -o LOCK,CY"
 	fcheck "$sp" "elidectl --runtime-dir $tmp/run show "
+	fcheck "TREND" "elidectl top $sp -o TR"
+	fcheck "--history" "elidectl show $sp --hist"
 else
 	echo "SKIP (loudly): fish is not installed: $fcomp is NOT tested" >&2
 fi

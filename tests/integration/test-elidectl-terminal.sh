@@ -8,6 +8,9 @@
 #     the rows that do not fit are counted on a last line;
 #   - top redraws at once when the window shrinks to 60x15 (SIGWINCH),
 #     and fits that too; q quits;
+#   - top PID (one process's locks; make-segment names its command "app")
+#     fits 80x24, its trend grows a point a frame, w sorts by wait, the
+#     process's exit is said (exit status 3), q quits;
 #   - list on a terminal goes through the pager ($SYSTEMD_PAGER, with
 #     LESS=FRXMK), not with --no-pager, not with PAGER=cat;
 #   - states are coloured on a terminal, not with NO_COLOR=1;
@@ -109,6 +112,38 @@ if wait_for "more"; then
 	wait_for "__DONE__" && ok "top: q quits" || fail "top did not quit on q"
 else
 	fail "top did not draw: $(screen)"
+fi
+
+# ---- top PID at 80x24: one process's locks ----------------------------------------------
+# The segment stands still: every rate is 0, so from the third frame on
+# (the first has no rate) the trend is a flat line at the lowest block.
+sleep 300 &
+lpid=$!
+pids+=($lpid)
+"$mkseg" "$tmp/run" $lpid >/dev/null || { echo "FAIL: make-segment" >&2; exit 1; }
+run 80 24 "$elidectl --runtime-dir $tmp/run top $lpid; echo rc=\$?" || { fail "tmux new-session"; exit 1; }
+if wait_for "▁▁"; then
+	fits 80 24 "top PID"
+	head -n 1 "$tmp/screen" | grep -q "^elidectl top: pid $lpid (app), every 1.0s, sorted by acquired/s$" &&
+		ok "top PID: the title names the process and the key" || fail "top PID: first row '$(head -n 1 "$tmp/screen")'"
+	sed -n 3p "$tmp/screen" | grep -qE "^LOCK +KIND +ACQUIRED/s +COMMITS/s +ABORT% +TREND$" &&
+		ok "top PID: the header on row 3" || fail "top PID: row 3 is '$(sed -n 3p "$tmp/screen")'"
+	grep -qE "^cache_lock +mutex +0\.0 +0\.0 +- +▁+$" "$tmp/screen" && ok "top PID: rates and a trend of cache_lock" ||
+		fail "top PID: $(grep cache_lock "$tmp/screen")"
+	tm send-keys -t t w
+	wait_for "sorted by wait/s" && ok "top PID: w sorts by wait/s" || fail "top PID: w: $(screen | head -n 1)"
+	kill $lpid
+	wait_for "rc=" && screen | grep -q "pid $lpid has exited" && screen | grep -q "^rc=3$" &&
+		ok "top PID: the process exited, said, exit status 3" || fail "top PID after the exit: $(screen)"
+else
+	fail "top PID did not draw a trend: $(screen)"
+fi
+run 80 24 "$elidectl --runtime-dir $tmp/run top ${pids[0]}"
+if wait_for "^LOCK"; then
+	tm send-keys -t t q
+	wait_for "__DONE__" && ok "top PID: q quits" || fail "top PID did not quit on q"
+else
+	fail "top PID did not draw: $(screen)"
 fi
 
 # ---- the pager ----------------------------------------------------------------------

@@ -114,11 +114,7 @@ v=$("$elidectl" --runtime-dir "$rundir" candidates --json | jq -r --argjson pid 
 	fail "short: candidates table: $("$elidectl" --runtime-dir "$rundir" candidates 2>&1)"
 
 start_private_bus
-cat >"$tmp/elide.conf" <<EOF
-daemon: { interval = 0.2; };
-EOF
-"$elided" --no-bpf --config "$tmp/elide.conf" --runtime-dir "$rundir" >>"$tmp/elided.log" 2>&1 &
-daemon=$!
+start_elided 'daemon: { interval = 0.2; };'
 # elided names the lock off its loop (a symbolizer child): wait for it.
 # The process has stopped working: elided's figures are the segment's.
 jd=$(jq -c '.locks[] | select(.symbol == "hot_lock") | {contended, wait_ns, hold_samples}' "$tmp/short.json")

@@ -8,6 +8,8 @@
 #   ok / fail / skip / note
 #   poll SECONDS CMD...   true as soon as CMD succeeds (bounded, never decides by sleeping)
 #   start_private_bus     a dbus-daemon for $tmp, exported as DBUS_SYSTEM_BUS_ADDRESS
+#   start_elided CONF     elided without BPF on $rundir, configured by CONF (its
+#                         text), logging to $tmp/elided.log; sets $daemon
 #   tl_finish WHAT        exit 1 when a check failed, else 0
 #   for_others VAR FILE   VAR := a copy of the built FILE that uid 65534 can run
 #   $preload              LD_PRELOAD for a program under libelide (ASan first in sanitizer builds)
@@ -98,6 +100,12 @@ start_private_bus() {
 </busconfig>
 CONF
 	run_bus_daemon
+}
+
+start_elided() {
+	printf '%s\n' "$1" >"$tmp/elide.conf"
+	"$elided" --no-bpf --config "$tmp/elide.conf" --runtime-dir "$rundir" >>"$tmp/elided.log" 2>&1 &
+	daemon=$!
 }
 
 # A bus whose policy is the system bus's defaults plus $1 (the shipped

@@ -3,12 +3,16 @@ if HAVE_CHECK
 UNIT_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -I$(top_srcdir)/libelide
 UNIT_LDADD = $(CHECK_LIBS)
 
-check_PROGRAMS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus tests/unit/test-symcache tests/unit/test-learned tests/unit/test-advice
-TESTS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus tests/unit/test-symcache tests/unit/test-learned tests/unit/test-advice
+check_PROGRAMS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus tests/unit/test-symcache tests/unit/test-learned tests/unit/test-advice tests/unit/test-sparkline
+TESTS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus tests/unit/test-symcache tests/unit/test-learned tests/unit/test-advice tests/unit/test-sparkline
 
 tests_unit_test_advice_SOURCES = tests/unit/test-advice.c elidectl/advice.c elidectl/advice.h
 tests_unit_test_advice_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/elidectl
 tests_unit_test_advice_LDADD = $(UNIT_LDADD)
+
+tests_unit_test_sparkline_SOURCES = tests/unit/test-sparkline.c elidectl/sparkline.c elidectl/sparkline.h
+tests_unit_test_sparkline_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/elidectl
+tests_unit_test_sparkline_LDADD = $(UNIT_LDADD)
 
 tests_unit_test_log_SOURCES = tests/unit/test-log.c common/log.c
 tests_unit_test_log_CFLAGS = $(UNIT_CFLAGS)
