@@ -1054,8 +1054,9 @@ struct wait_spec {
  * and given here, with the protocol glibc uses for it: __lock is 0 free,
  * 1 held, 2 held with waiters (a futex word); the holder writes its thread
  * id to __owner and counts itself in __nusers.  A lock that is not free
- * goes to glibc, whose wait marks it 2 and sleeps on the futex as always;
- * an unlock that finds 2 wakes one waiter, as glibc's does.  Only when
+ * is waited for the same way (mutex_words_wait(): marked 2, a futex sleep
+ * while it stays 2); an unlock that finds 2 wakes one waiter, as glibc's
+ * does.  Only when
  * glibc_check_default_mutex() saw glibc write the words the same way and
  * the next definitions are glibc's own (a tracer interposed behind us must
  * still see every call), and never beside glibc's own elision.
@@ -1095,6 +1096,42 @@ static __attribute__((noinline)) void futex_wake_one_private(int *word)
 	(void)ret;
 }
 
+/* A raw FUTEX_WAIT for as long as *word is `value`: returns on a wake-up,
+ * a signal or a changed word alike (the caller looks again); errno is left
+ * alone, as glibc's own wait leaves it. */
+static void futex_wait_private(int *word, int value)
+{
+	register long no_timeout __asm__("r10") = 0;
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "0"((long)SYS_futex), "D"(word), "S"((long)(FUTEX_WAIT | FUTEX_PRIVATE_FLAG)), "d"((long)value),
+			   "r"(no_timeout)
+			 : "rcx", "r11", "memory");
+	(void)ret;
+}
+
+/*
+ * A default mutex that was not free: wait for it with glibc's protocol
+ * (mark it 2, "held with waiters", and sleep on the futex while it stays
+ * 2; the unlock that finds 2 wakes one).  Here rather than in glibc,
+ * whose lock would first try once more the compare-and-swap that just
+ * failed: on a contended line every such try takes the line from the
+ * holder, whose unlock must then fetch it back.
+ */
+static __attribute__((noinline)) void mutex_words_wait(pthread_mutex_t *m)
+{
+	int *word = &m->__data.__lock;
+
+	if (__atomic_load_n(word, __ATOMIC_RELAXED) == 2)
+		futex_wait_private(word, 2);
+	while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0)
+		futex_wait_private(word, 2);
+	m->__data.__owner = thread_tid();
+	m->__data.__nusers++;
+}
+
 /* Takes a free default mutex; false (nothing written) when it is not free. */
 static inline bool mutex_words_take(pthread_mutex_t *m)
 {
@@ -1128,9 +1165,11 @@ static inline void mutex_words_give(pthread_mutex_t *m)
 /* pthread_mutex_lock() as glibc does it, for whatever libelide does not elide. */
 static inline int real_mutex_lock(pthread_mutex_t *m)
 {
-	if (own_mutex_words(m) && mutex_words_take(m))
-		return 0;
-	return real.mutex_lock(m);
+	if (!own_mutex_words(m))
+		return real.mutex_lock(m);
+	if (unlikely(!mutex_words_take(m)))
+		mutex_words_wait(m);
+	return 0;
 }
 
 static inline int real_mutex_trylock(pthread_mutex_t *m)
@@ -1332,10 +1371,11 @@ static inline bool mutex_held_by_other(const pthread_mutex_t *m)
 }
 
 /*
- * PATH_OBSERVE: the mutex was held when the fast path looked, or this is
- * the thread's sampled acquisition.  A held lock gets a record (as a
- * contended lock does in adaptive mode) and its wait is timed; a sampled
- * acquisition of a lock with a record is counted and its hold timed.
+ * PATH_OBSERVE: the mutex was held when the fast path looked (or its CAS
+ * failed), or this is the thread's sampled acquisition.  A held lock gets
+ * a record (as a contended lock does in adaptive mode) and its wait is
+ * timed; a sampled acquisition of a lock with a record is counted and its
+ * hold timed.
  */
 static __attribute__((noinline)) int mutex_acquire_watched(pthread_mutex_t *m, const struct wait_spec *w,
 							    void *callsite)
@@ -1348,11 +1388,6 @@ static __attribute__((noinline)) int mutex_acquire_watched(pthread_mutex_t *m, c
 
 	if (w->how == WAIT_CLOCK && !wait_clock_valid(w->clock))
 		return real_mutex_acquire(m, w);
-	/* Given back since the fast path looked: no wait, nothing to time;
-	 * taken at once, so that the hop through here does not hand the lock
-	 * to another thread first (short contended sections). */
-	if (!sampled && own_mutex_words(m) && mutex_words_take(m))
-		return 0;
 	held = mutex_held_by_other(m);
 	if (!held && (!sampled || __atomic_load_n(mutex_idx_ptr(m), __ATOMIC_RELAXED) == 0))
 		return real_mutex_acquire(m, w);
@@ -1361,7 +1396,13 @@ static __attribute__((noinline)) int mutex_acquire_watched(pthread_mutex_t *m, c
 		return real_mutex_acquire(m, w);
 	if (held)
 		start = watch_now();
-	r = real_mutex_acquire(m, w);
+	if (held && w->how == WAIT_FOREVER && own_mutex_words(m)) {
+		/* Held by another: straight to the wait, no second CAS. */
+		mutex_words_wait(m);
+		r = 0;
+	} else {
+		r = real_mutex_acquire(m, w);
+	}
 	got = watch_now();
 	watch_note(m, rec, r, held, held, held ? got - start : 0, sampled, got);
 	return r;
@@ -1410,10 +1451,39 @@ static inline int mutex_acquire_not_fast(pthread_mutex_t *m, const struct wait_s
 	return mutex_acquire_slow(m, w, callsite);
 }
 
+/*
+ * Watching a default mutex: its compare-and-swap is the look.  A free lock
+ * then costs one atomic instruction, as without libelide, and only a
+ * failed one (the lock was held) goes to the out-of-line path; looking at
+ * the word first would add a load that, on a contended line, waits for
+ * the line once more before glibc's CAS fetches it for writing.
+ */
+static inline __attribute__((always_inline)) int mutex_lock_watching(pthread_mutex_t *m, const struct wait_spec *w,
+								    void *callsite)
+{
+	if (unlikely(watch_tick()))
+		return mutex_acquire_watched(m, w, callsite);
+	if (own_mutex_words(m)) {
+		if (likely(mutex_words_take(m)))
+			return 0;
+		return mutex_acquire_watched(m, w, callsite);
+	}
+	prefetch_for_write(m); /* glibc's CAS comes next */
+	if (mutex_word(m) == 0)
+		return real.mutex_lock(m);
+	return mutex_acquire_watched(m, w, callsite);
+}
+
 _public_ int pthread_mutex_lock(pthread_mutex_t *m)
 {
 	static const struct wait_spec forever = { .how = WAIT_FOREVER };
 
+	uint8_t path = elide.path;
+
+	if (likely(path == PATH_OFF))
+		return real_mutex_lock(m);
+	if (path == PATH_OBSERVE)
+		return mutex_lock_watching(m, &forever, __builtin_return_address(0));
 	if (likely(mutex_takes_fast_path(m)))
 		return real_mutex_lock(m);
 	return mutex_acquire_not_fast(m, &forever, __builtin_return_address(0));
