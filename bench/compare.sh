@@ -38,6 +38,7 @@ lib=""
 bench=""
 out=""
 sim=no
+paired=no
 lib_old=""
 floor=""
 
@@ -75,6 +76,9 @@ Options:
                      adds "old" runs of libelide and libelide-off (and with
                      --sim of the simulated configurations) to the same rounds,
                      and old and new/old columns
+  --paired           ratios are the median of each round's ratio (the runs
+                     of one round are seconds apart: drift of a shared
+                     machine cancels), not the ratio of the medians
   --out FILE         also write the report to FILE
   --quick            smoke mode: --runs 3 --duration-ms 200
   -h, --help         show this help
@@ -101,6 +105,7 @@ while [[ $# -gt 0 ]]; do
 	--floor)	need_value "$@"; floor=$2; shift 2 ;;
 	--out)		need_value "$@"; out=$2; shift 2 ;;
 	--sim)		sim=yes; shift ;;
+	--paired)	paired=yes; shift ;;
 	--lib-old)	need_value "$@"; lib_old=$2; shift 2 ;;
 	--quick)	runs=3; duration_ms=200; shift ;;
 	-h|--help)	usage; exit 0 ;;
@@ -267,7 +272,7 @@ sim_rows=$runtime_dir/sim-rows.md
 	echo "## elide-bench: plain vs glibc-elision vs libelide"
 	echo
 	machine_lines
-	echo "- runs: $runs per configuration, interleaved; duration: $duration_ms ms per run; figure: median ops/s"
+	echo "- runs: $runs per configuration, interleaved; duration: $duration_ms ms per run; figure: median ops/s; ratios: $([[ $paired == yes ]] && echo "median of the rounds' ratios (--paired)" || echo "ratio of the medians")"
 	echo "- libelide: $lib"
 	echo "- floor: ${floor:-$floor_note} (a preload that only forwards each lock call to glibc)"
 	if [[ -n $lib_old ]]; then
@@ -291,6 +296,18 @@ sim_rows=$runtime_dir/sim-rows.md
 	echo "$rule"
 } >"$report"
 
+# cmp_ratio LIST_A LIST_B: how configuration A compares with B, from their runs in
+# round order: the ratio of the medians, or (--paired) the median of the
+# rounds' ratios.
+cmp_ratio() {
+	if [[ $paired == yes ]]; then
+		paste -d ' ' <(tr ' ' '\n' <<<"$1" | grep .) <(tr ' ' '\n' <<<"$2" | grep .) |
+			awk '$2 > 0 { printf "%.6f ", $1 / $2 }' | median | xargs printf '%.3f'
+	else
+		ratio "$(median <<<"$1")" "$(median <<<"$2")"
+	fi
+}
+
 nconfigs=${#configs[@]}
 for w in $workloads; do
 	for t in $threads; do
@@ -308,24 +325,17 @@ for w in $workloads; do
 		echo >&2
 
 		plain=$(median <<<"${results[plain]}")
-		glibc=$(median <<<"${results[glibc-elision]}")
-		elide=$(median <<<"${results[libelide]}")
-		off=$(median <<<"${results[libelide-off]}")
-		nostats=$(median <<<"${results[libelide-nostats]}")
+		P=${results[plain]} G=${results[glibc-elision]} E=${results[libelide]}
 		row=$(printf '| %s | %s | %s | %s | %s | %s | %s | %s |' "$w" "$t" \
 			"$(awk -v p="$plain" 'BEGIN { printf "%.2f", p / 1e6 }')" \
-			"$(ratio "$glibc" "$plain")" "$(ratio "$elide" "$plain")" \
-			"$(ratio "$elide" "$glibc")" "$(ratio "$off" "$plain")" \
-			"$(ratio "$elide" "$nostats")")
+			"$(cmp_ratio "$G" "$P")" "$(cmp_ratio "$E" "$P")" "$(cmp_ratio "$E" "$G")" \
+			"$(cmp_ratio "${results[libelide-off]}" "$P")" "$(cmp_ratio "$E" "${results[libelide-nostats]}")")
 		if [[ -n $floor ]]; then
-			floor_ops=$(median <<<"${results[floor]}")
-			row+=$(printf ' %s | %s |' "$(ratio "$floor_ops" "$plain")" "$(ratio "$elide" "$floor_ops")")
+			row+=$(printf ' %s | %s |' "$(cmp_ratio "${results[floor]}" "$P")" "$(cmp_ratio "$E" "${results[floor]}")")
 		fi
 		if [[ -n $lib_old ]]; then
-			old_elide=$(median <<<"${results[old-libelide]}")
-			old_off=$(median <<<"${results[old-libelide-off]}")
-			row+=$(printf ' %s | %s | %s |' "$(ratio "$old_elide" "$plain")" \
-				"$(ratio "$old_off" "$plain")" "$(ratio "$elide" "$old_elide")")
+			row+=$(printf ' %s | %s | %s |' "$(cmp_ratio "${results[old-libelide]}" "$P")" \
+				"$(cmp_ratio "${results[old-libelide-off]}" "$P")" "$(cmp_ratio "$E" "${results[old-libelide]}")")
 		fi
 		echo "$row" >>"$report"
 
@@ -337,10 +347,10 @@ for w in $workloads; do
 					if [[ -n $prefix ]]; then row+=" old |"; else row+=" new |"; fi
 				fi
 				if [[ -n $floor ]]; then
-					row+=" $(ratio "$floor_ops" "$plain") |"
+					row+=" $(cmp_ratio "${results[floor]}" "$P") |"
 				fi
 				for c in "${sim_configs[@]}"; do
-					row+=" $(ratio "$(median <<<"${results[$prefix$c]}")" "$plain") |"
+					row+=" $(cmp_ratio "${results[$prefix$c]}" "$P") |"
 				done
 				echo "$row" >>"$sim_rows"
 			done
