@@ -3,7 +3,8 @@
  * elidectl top PID: one process's locks by their current rates, on top's
  * screen (top.h).  Rates are worked out here, from the cumulative counters
  * of two snapshots in a row (whichever source gives them), so the first
- * frame has none yet ("-").  Each lock keeps the rates of its last
+ * frame on a terminal has none yet ("-"; off a terminal the one frame is
+ * the second of two samples).  Each lock keeps the rates of its last
  * TREND_POINTS frames, drawn as a sparkline of the sort key's (TREND).  A
  * lock is its entry's index and address: an entry reused for another lock
  * starts a new history, and so does one whose counters went back.
