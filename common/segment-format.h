@@ -125,6 +125,7 @@ enum elide_seg_stat {
 /* header.features */
 #define ELIDE_SEG_FEATURE_DIRTY 1u    /* header.dirty[] marks the entries written */
 #define ELIDE_SEG_FEATURE_WATCH 2u    /* lock entries carry wait_ns .. hold_long, header.watch_sample */
+#define ELIDE_SEG_FEATURE_WAIT_TOTAL 4u /* header.wait_ns is the sum of the entries' wait_ns */
 
 /* A sampled hold this long or longer counts in lock.hold_long: longer than
  * a transaction is likely to survive (a timer tick, a syscall that blocks,
@@ -165,8 +166,15 @@ struct elide_seg_header {
 	/* (FEATURE_WATCH) 1 in watch_sample acquisitions of a watched lock is
 	 * counted (with weight watch_sample) and has its hold time measured */
 	uint32_t watch_sample;
+	uint8_t reserved_line[16];
+	/* (FEATURE_WAIT_TOTAL) nanoseconds the process's threads waited for
+	 * its locks, all of them: added to with each entry's wait_ns, so that
+	 * a reader has the process's waiting without a walk of its entries.
+	 * A line of its own: written by the threads that flush waits. */
+	uint64_t wait_ns;
 	uint8_t reserved[ELIDE_SEG_DIRTY_OFFSET - 8 - 4 * 2 - 8 - 4 * 6 - 4 * 2 - 8 * 2 -
-			 ELIDE_SEG_EXE_MAX - ELIDE_SEG_COMM_MAX - 16 - 4 * 4 - ELIDE_SEG_REASON_MAX - 8 * 2 - 4 - 4];
+			 ELIDE_SEG_EXE_MAX - ELIDE_SEG_COMM_MAX - 16 - 4 * 4 - ELIDE_SEG_REASON_MAX - 8 * 2 - 4 - 4 -
+			 16 - 8];
 	/* ELIDE_SEG_FEATURE_DIRTY: bit i % 64 of dirty[i / 64] is set by the
 	 * writer after it changed entry i (i < ELIDE_SEG_DIRTY_ENTRIES), and
 	 * only when it was clear: cleared by the reader (an atomic exchange)
@@ -305,5 +313,6 @@ _Static_assert(__builtin_offsetof(struct elide_seg_lock, callsite) == 152, "lock
 _Static_assert(__builtin_offsetof(struct elide_seg_lock, name) == 160, "lock entry layout");
 _Static_assert(__builtin_offsetof(struct elide_seg_lock, wait_ns) == 208, "lock entry layout");
 _Static_assert(__builtin_offsetof(struct elide_seg_header, watch_sample) == 556, "header layout");
+_Static_assert(__builtin_offsetof(struct elide_seg_header, wait_ns) == 576, "header layout");
 
 #endif

@@ -24,6 +24,7 @@ enum {
 	RATE_COMMITS,
 	RATE_ABORTS,
 	RATE_CYCLES_LOST,
+	RATE_WAIT,
 	N_RATES,
 };
 
@@ -35,6 +36,9 @@ static const struct {
 	[RATE_COMMITS] = { "commits/s", "commits_per_sec" },
 	[RATE_ABORTS] = { "aborts/s", "aborts_per_sec" },
 	[RATE_CYCLES_LOST] = { "cycles-lost/s", "cycles_lost_per_sec" },
+	/* Seconds waited a second, as top PID's WAIT/s: 100% is one thread
+	 * waiting all the time. */
+	[RATE_WAIT] = { "wait/s", "wait_per_sec" },
 };
 
 /* The points as columns: elided keeps 60, another version may keep more. */
@@ -88,15 +92,15 @@ static int fetch_history(struct source *s, pid_t pid, struct history *h)
 			       &e, &reply, "u", (uint32_t)pid);
 	if (r < 0)
 		return bus_error_exit(what, &e, r);
-	r = sd_bus_message_enter_container(reply, 'a', "(tdddd)");
+	r = sd_bus_message_enter_container(reply, 'a', "(tddddd)");
 	if (r < 0)
 		return bus_error_exit(what, NULL, r);
 	for (;;) {
 		double rates[N_RATES];
 		uint64_t t;
 
-		r = sd_bus_message_read(reply, "(tdddd)", &t, &rates[RATE_ACQUIRED], &rates[RATE_COMMITS],
-					&rates[RATE_ABORTS], &rates[RATE_CYCLES_LOST]);
+		r = sd_bus_message_read(reply, "(tddddd)", &t, &rates[RATE_ACQUIRED], &rates[RATE_COMMITS],
+					&rates[RATE_ABORTS], &rates[RATE_CYCLES_LOST], &rates[RATE_WAIT]);
 		if (r < 0)
 			return bus_error_exit(what, NULL, r);
 		if (r == 0)
@@ -134,6 +138,16 @@ static int history_json(const struct ctl_options *o, pid_t pid, const struct his
 }
 
 /* The smallest and largest known point; -1 (shown "-") when none is. */
+/* A rate as the plain form prints it: waiting as a share, the others as
+ * rates ("-" when unknown). */
+static char *format_value(unsigned rate, double v, char *buf, size_t size)
+{
+	if (rate != RATE_WAIT || v < 0)
+		return format_rate(v, buf, size);
+	snprintf(buf, size, "%.1f%%", v * 100);
+	return buf;
+}
+
 static void min_max(const double *v, size_t n, double *min, double *max)
 {
 	*min = *max = -1;
@@ -183,8 +197,8 @@ static int history_text(const struct ctl_options *o, pid_t pid, const struct his
 			return r;
 		min_max(h->rates[k], h->n, &min, &max);
 		printf("%-13s %s  min %s  max %s  last %s\n", rate_names[k].name, spark,
-		       format_rate(min, min_text, sizeof(min_text)), format_rate(max, max_text, sizeof(max_text)),
-		       format_rate(h->n ? h->rates[k][h->n - 1] : -1, last_text, sizeof(last_text)));
+		       format_value(k, min, min_text, sizeof(min_text)), format_value(k, max, max_text, sizeof(max_text)),
+		       format_value(k, h->n ? h->rates[k][h->n - 1] : -1, last_text, sizeof(last_text)));
 	}
 	return ferror(stdout) ? -EIO : 0;
 }

@@ -55,7 +55,7 @@
  *        retry, debug, nested, other}, cycles_lost, acquired_per_sec,
  *        commits_per_sec, abort_ratio, state, reason, override); counters
  *       are cumulative; override is a mode, or "" when there is none.
- *   GetHistory(u pid) -> a(tdddd) history
+ *   GetHistory(u pid) -> a(tddddd) history
  *       (time_ns CLOCK_MONOTONIC, acquired_per_sec, commits_per_sec,
  *        aborts_per_sec, cycles_lost_per_sec), oldest first.
  *   SetProcessMode(u pid, s mode)
@@ -795,7 +795,7 @@ static int method_get_history(sd_bus_message *m, void *userdata, sd_bus_error *e
 	if (r < 0)
 		return r;
 
-	r = array_reply_begin(m, "(tdddd)", &reply);
+	r = array_reply_begin(m, "(tddddd)", &reply);
 	if (r < 0)
 		return r;
 
@@ -805,8 +805,8 @@ static int method_get_history(sd_bus_message *m, void *userdata, sd_bus_error *e
 	for (size_t i = 0; i < len; i++) {
 		const struct history_point *h = &p->history[(next + ELIDED_HISTORY - len + i) % ELIDED_HISTORY];
 
-		r = sd_bus_message_append(reply, "(tdddd)", h->time_ns, h->acquired_per_sec, h->commits_per_sec,
-					  h->aborts_per_sec, h->cycles_lost_per_sec);
+		r = sd_bus_message_append(reply, "(tddddd)", h->time_ns, h->acquired_per_sec, h->commits_per_sec,
+					  h->aborts_per_sec, h->cycles_lost_per_sec, h->wait_per_sec);
 		if (r < 0)
 			return r;
 	}
@@ -1188,7 +1188,7 @@ static const sd_bus_vtable manager_vtable[] = {
 				 method_get_locks, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("GetHistory",
 				 "u", SD_BUS_PARAM(pid),
-				 "a(tdddd)", SD_BUS_PARAM(history),
+				 "a(tddddd)", SD_BUS_PARAM(history),
 				 method_get_history, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("GetLearned",
 				 "u", SD_BUS_PARAM(pid),

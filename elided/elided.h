@@ -154,6 +154,7 @@ struct history_point {
 	uint64_t time_ns;            /* CLOCK_MONOTONIC */
 	double commits_per_sec, aborts_per_sec, acquired_per_sec, cycles_lost_per_sec;
 	double attempts_per_sec;
+	double wait_per_sec;         /* seconds waited for locks a second (1: one thread all the time) */
 };
 
 struct tracked_process {
@@ -189,6 +190,8 @@ struct tracked_process {
 	bool sym_pending;            /* some lock waits for its symbol names */
 	bool warned_skipped, warned_bad; /* logged once per process */
 	size_t history_len, history_next;
+	uint64_t wait_total_ns;      /* header.wait_ns at the last read (FEATURE_WAIT_TOTAL) */
+	bool wait_total_known;       /* wait_total_ns is from this image's segment */
 	struct policy_decision decision; /* from the config */
 	/* Read when something changed, or on request. */
 	char seg_name[64];

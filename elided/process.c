@@ -564,6 +564,28 @@ static void pass_lock(struct pass *ps, struct lock_view *v)
 	v->ctl_source = (uint8_t)source;
 }
 
+/*
+ * The process's waiting a second since the last read, from the header's
+ * running total (ELIDE_SEG_FEATURE_WAIT_TOTAL): no walk of the entries.
+ * The total is the process's to write: one that went back (a new image,
+ * a forged header) starts afresh at 0.
+ */
+static double wait_rate(struct tracked_process *p, const struct elide_seg_header *h, double per_sec)
+{
+	uint64_t total = h->wait_ns, last = p->wait_total_ns;
+	bool known = p->wait_total_known;
+
+	if (!(h->features & ELIDE_SEG_FEATURE_WAIT_TOTAL)) {
+		p->wait_total_known = false;
+		return 0;
+	}
+	p->wait_total_ns = total;
+	p->wait_total_known = true;
+	if (!known || total < last)
+		return 0;
+	return (double)(total - last) / 1e9 * per_sec;
+}
+
 /* After the walk: the history point and the process's control block. */
 static void pass_end(struct pass *ps, uint64_t t, bool history)
 {
@@ -998,6 +1020,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	uint64_t t = now_ns();
 	double dt = p->last_sample_ns ? (double)(t - p->last_sample_ns) / 1e9 : 0;
 	double per_sec = dt > 0 ? 1.0 / dt : 0;
+	double wait_per_sec;
 	/* Exits arrive from discovery (pidfd or BPF) at once, so the start
 	 * time and the file's owner are checked at adoption and then every few
 	 * intervals (missed exits), not each time: two /proc files less per
@@ -1109,6 +1132,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 		p->control_valid = false;
 		p->last_sample_ns = 0;
 		p->history_len = p->history_next = 0;
+		p->wait_total_known = false;
 		per_sec = 0;
 		read_identity(p);
 		decide(d, p);
@@ -1132,6 +1156,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	p->elision = snap->header.elision;
 	p->mode = snap->header.mode;
 	p->sample = snap->header.sample;
+	wait_per_sec = wait_rate(p, &snap->header, per_sec);
 	/* NUL-terminated (checked by the reader); copied only when it changed. */
 	if (strcmp(p->status_reason, snap->header.status_reason))
 		memcpy(p->status_reason, snap->header.status_reason, sizeof(p->status_reason));
@@ -1145,6 +1170,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 				pass_lock(&ps, &p->locks[i]);
 		}
 		p->last_sample_ns = t;
+		ps.sum.wait_per_sec = wait_per_sec;
 		pass_end(&ps, t, dt > 0);
 		if (marked_pass) {
 			p->walk_views |= ps.daemon_off;

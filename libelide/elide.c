@@ -919,6 +919,7 @@ static __attribute__((noinline)) void watch_waits_flush(void)
 {
 	struct watch_waits w = self.waits;
 	struct elide_seg_lock *e;
+	uint64_t wait_ns;
 
 	self.waits = (struct watch_waits){ 0 };
 	if (!w.rec)
@@ -927,7 +928,9 @@ static __attribute__((noinline)) void watch_waits_flush(void)
 	e = rec_entry(w.rec);
 	if (w.contended)
 		__atomic_fetch_add(&e->stats[STAT_CONTENDED], w.contended, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&e->wait_ns, watch_ns(w.wait), __ATOMIC_RELAXED);
+	wait_ns = watch_ns(w.wait);
+	__atomic_fetch_add(&e->wait_ns, wait_ns, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&elide.seg_header->wait_ns, wait_ns, __ATOMIC_RELAXED);
 	watch_add_max(&e->wait_max_ns, watch_ns(w.wait_max));
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	rec_touch(w.rec);

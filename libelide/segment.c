@@ -227,7 +227,7 @@ static void fill_header(struct elide_seg_header *h, uint64_t start_time)
 	strncpy(h->lib_version, PACKAGE_VERSION, sizeof(h->lib_version) - 1);
 	h->sample = elide.opts.sample;
 	/* rec_touch() marks every entry it writes (header.dirty[]). */
-	h->features = ELIDE_SEG_FEATURE_DIRTY | ELIDE_SEG_FEATURE_WATCH;
+	h->features = ELIDE_SEG_FEATURE_DIRTY | ELIDE_SEG_FEATURE_WATCH | ELIDE_SEG_FEATURE_WAIT_TOTAL;
 	h->watch_sample = elide.opts.watch_sample;
 	/* Valid from the first moment; segment_publish_status() refines them. */
 	h->mode = (uint32_t)elide.opts.mode + 1;

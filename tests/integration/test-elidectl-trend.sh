@@ -96,9 +96,9 @@ if poll 30 two_points; then
 	ok "show --history --json: $n points"
 	jq -e --argjson pid "$wpid" '.pid == $pid' <<<"$j" >/dev/null && ok "--history --json: the pid" ||
 		fail "--history --json: pid $(jq .pid <<<"$j"), expected $wpid"
-	jq -e '[.acquired_per_sec, .commits_per_sec, .aborts_per_sec, .cycles_lost_per_sec] |
+	jq -e '[.acquired_per_sec, .commits_per_sec, .aborts_per_sec, .cycles_lost_per_sec, .wait_per_sec] |
 		all(type == "array" and length == ($n | tonumber) and all(.[]; type == "number" and . >= 0))' \
-		--arg n "$n" <<<"$j" >/dev/null && ok "--history --json: four rate arrays of $n numbers" ||
+		--arg n "$n" <<<"$j" >/dev/null && ok "--history --json: five rate arrays of $n numbers" ||
 		fail "--history --json: $j"
 	jq -e '.time_ns as $t | [range(1; $t | length)] | all($t[.] > $t[. - 1])' <<<"$j" >/dev/null &&
 		ok "--history --json: oldest first" || fail "--history --json: times not increasing: $(jq -c .time_ns <<<"$j")"
@@ -107,15 +107,27 @@ else
 fi
 
 "$elidectl" show "$wpid" --history >"$tmp/history.txt" 2>&1 </dev/null
-for rate in acquired/s commits/s aborts/s cycles-lost/s; do
+for rate in acquired/s commits/s aborts/s cycles-lost/s wait/s; do
 	grep -qE "^$rate .* min [^ ]+ +max [^ ]+ +last [^ ]+$" "$tmp/history.txt" && ok "--history: a line for $rate" ||
 		fail "--history: no line for $rate: $(cat "$tmp/history.txt")"
 done
 head -n 1 "$tmp/history.txt" | grep -q "^pid $wpid: [0-9]* intervals" && ok "--history: a header line" ||
 	fail "--history: header '$(head -n 1 "$tmp/history.txt")'"
-[ "$("$elidectl" show "$wpid" --history --no-legend </dev/null | wc -l)" -eq 4 ] &&
-	ok "--history --no-legend: the four rate lines alone" ||
+[ "$("$elidectl" show "$wpid" --history --no-legend </dev/null | wc -l)" -eq 5 ] &&
+	ok "--history --no-legend: the five rate lines alone" ||
 	fail "--history --no-legend: $("$elidectl" show "$wpid" --history --no-legend 2>&1)"
+# A process that waits while elided follows it: its wait/s moves (elided
+# reads the segment header's running total of waiting, not the entries).
+ELIDE_RUNTIME_DIR="$rundir" ELIDE="mode=watch" LD_PRELOAD="$preload" "$measure" --threads 2 --hold-us 2 \
+	--gap-us 1 --ms 4000 >"$tmp/busy.out" 2>"$tmp/busy.err" &
+bpid=$!
+pids+=("$bpid")
+waited() { "$elidectl" show "$bpid" --history --json=short 2>/dev/null | jq -e '.wait_per_sec | any(. > 0)' >/dev/null; }
+poll 30 waited && ok "--history: wait/s of a process whose threads wait is above 0" ||
+	fail "--history of a waiting process: $("$elidectl" show "$bpid" --history --json=short 2>&1)"
+kill -TERM "$bpid"
+wait "$bpid"
+
 expect 3 "" "$elidectl" show $$ --history
 expect 2 "takes a PID" "$elidectl" show watch-measure --history
 

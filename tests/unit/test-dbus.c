@@ -471,6 +471,7 @@ static void fill_state(void)
 		h->commits_per_sec = 41.0 * i;
 		h->aborts_per_sec = 9.0 * i;
 		h->cycles_lost_per_sec = 750.0 * i;
+		h->wait_per_sec = 0.25 * i;
 	}
 	proc_a.history_len = 3;
 	proc_a.history_next = 1;
@@ -1100,18 +1101,19 @@ START_TEST(test_get_history)
 	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *empty = NULL;
 	_cleanup_bus_error_ sd_bus_error error = SD_BUS_ERROR_NULL;
 	uint64_t t;
-	double acq, com, abo, cyc;
+	double acq, com, abo, cyc, wai;
 	int i = 0, r;
 
 	ck_assert_int_ge(call(client, "GetHistory", &error, &reply, "u", (uint32_t)PID_A), 0);
-	ck_assert_int_gt(sd_bus_message_enter_container(reply, 'a', "(tdddd)"), 0);
-	while ((r = sd_bus_message_read(reply, "(tdddd)", &t, &acq, &com, &abo, &cyc)) > 0) {
+	ck_assert_int_gt(sd_bus_message_enter_container(reply, 'a', "(tddddd)"), 0);
+	while ((r = sd_bus_message_read(reply, "(tddddd)", &t, &acq, &com, &abo, &cyc, &wai)) > 0) {
 		/* Oldest first across the ring's wrap. */
 		ck_assert_uint_eq(t, 1000 + (uint64_t)i);
 		ck_assert_double_eq(acq, 75.0 * i);
 		ck_assert_double_eq(com, 41.0 * i);
 		ck_assert_double_eq(abo, 9.0 * i);
 		ck_assert_double_eq(cyc, 750.0 * i);
+		ck_assert_double_eq(wai, 0.25 * i);
 		i++;
 	}
 	ck_assert_int_eq(r, 0);
@@ -1119,8 +1121,8 @@ START_TEST(test_get_history)
 
 	if (getuid() == 0) {
 		ck_assert_int_ge(call(client, "GetHistory", &error, &empty, "u", (uint32_t)PID_B), 0);
-		ck_assert_int_ge(sd_bus_message_enter_container(empty, 'a', "(tdddd)"), 0);
-		ck_assert_int_eq(sd_bus_message_read(empty, "(tdddd)", &t, &acq, &com, &abo, &cyc), 0);
+		ck_assert_int_ge(sd_bus_message_enter_container(empty, 'a', "(tddddd)"), 0);
+		ck_assert_int_eq(sd_bus_message_read(empty, "(tddddd)", &t, &acq, &com, &abo, &cyc, &wai), 0);
 	}
 	assert_call_error(ELIDED_ERROR_NO_SUCH_PROCESS, NULL, "GetHistory", "u", (uint32_t)1);
 }
