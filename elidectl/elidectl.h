@@ -106,6 +106,7 @@ struct proc_totals {
 	double abort_ratio;     /* < 0: unknown; else aborts / attempts */
 	double cycles_lost_per_sec; /* < 0: unknown */
 	double acquired_per_sec;    /* < 0: unknown */
+	double wait_per_sec;        /* seconds waited for locks a second; < 0: unknown */
 	bool current;           /* rates over elided's last interval, not averages */
 };
 void totals_of(struct source *s, const struct seg_snapshot *snap, uint64_t now_ns, struct proc_totals *t);

@@ -38,6 +38,9 @@ void totals_of(struct source *s, const struct seg_snapshot *snap, uint64_t now_n
 	t->commits_per_sec = t->age > 0 ? (double)t->commits / t->age : -1.0;
 	t->cycles_lost_per_sec = t->age > 0 ? (double)t->cycles_lost / t->age : -1.0;
 	t->acquired_per_sec = t->age > 0 ? (double)t->acquired / t->age : -1.0;
+	/* The header's running total (a libelide that keeps one). */
+	t->wait_per_sec = t->age > 0 && (snap->header.features & ELIDE_SEG_FEATURE_WAIT_TOTAL) ?
+			  (double)snap->header.wait_ns / 1e9 / t->age : -1.0;
 	t->abort_ratio = t->attempts ? (double)t->aborts / (double)t->attempts : -1.0;
 	if (t->abort_ratio > 1)
 		t->abort_ratio = 1;
@@ -46,6 +49,7 @@ void totals_of(struct source *s, const struct seg_snapshot *snap, uint64_t now_n
 		t->commits_per_sec = info.commits_per_sec;
 		t->cycles_lost_per_sec = info.cycles_lost_per_sec;
 		t->acquired_per_sec = info.acquired_per_sec;
+		t->wait_per_sec = info.wait_per_sec;
 		t->abort_ratio = info.abort_ratio;
 		/* elided says 0 for an interval without attempts too; every
 		 * attempt commits or aborts, so no commits and no aborts
@@ -151,6 +155,11 @@ static int list_json(struct source *s, struct seg_snapshot **procs, size_t n, co
 			json_null(&j);
 		else
 			json_double(&j, t.abort_ratio);
+		json_key(&j, "wait_per_sec");
+		if (t.wait_per_sec < 0)
+			json_null(&j);
+		else
+			json_double(&j, t.wait_per_sec);
 		/* "interval": elided's last; "average": since the process started. */
 		json_key(&j, "rates");
 		json_string(&j, t.current ? "interval" : "average");

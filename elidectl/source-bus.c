@@ -209,13 +209,13 @@ static int read_process(sd_bus_message *m, struct bus_data *d, struct seg_snapsh
 {
 	const char *exe, *comm, *unit, *mode, *state;
 	uint32_t pid, uid, nlocks;
-	double acq, com, ratio, cyc;
+	double acq, com, ratio, cyc, wait;
 	uint64_t start;
 	struct seg_snapshot *snap;
 	int r;
 
-	r = sd_bus_message_read(m, "(uusssssddddtu)", &pid, &uid, &exe, &comm, &unit, &mode, &state,
-				&acq, &com, &ratio, &cyc, &start, &nlocks);
+	r = sd_bus_message_read(m, "(uusssssddddtud)", &pid, &uid, &exe, &comm, &unit, &mode, &state,
+				&acq, &com, &ratio, &cyc, &start, &nlocks, &wait);
 	if (r <= 0)
 		return r;
 	snap = calloc(1, sizeof(*snap));
@@ -249,6 +249,7 @@ static int read_process(sd_bus_message *m, struct bus_data *d, struct seg_snapsh
 	bp->info.commits_per_sec = com;
 	bp->info.abort_ratio = ratio;
 	bp->info.cycles_lost_per_sec = cyc;
+	bp->info.wait_per_sec = wait;
 	*ret = snap;
 	return 1;
 }
@@ -436,7 +437,7 @@ static int fetch(struct source *s, pid_t only, struct seg_snapshot ***ret, size_
 			       &e, &reply, NULL);
 	if (r < 0)
 		return note_error(s, &e, r);
-	r = sd_bus_message_enter_container(reply, 'a', "(uusssssddddtu)");
+	r = sd_bus_message_enter_container(reply, 'a', "(uusssssddddtud)");
 	if (r < 0)
 		return r;
 	for (;;) {

@@ -38,6 +38,7 @@ struct source_proc_info {
 	double commits_per_sec;
 	double abort_ratio;          /* aborts / attempts, 0..1 */
 	double cycles_lost_per_sec;
+	double wait_per_sec;         /* seconds waited for locks a second */
 };
 
 struct source_ops {

@@ -43,6 +43,8 @@ static double rate_of(const struct rate_row *r)
 		return r->t.abort_ratio;
 	case SORT_CYCLES:
 		return r->t.cycles_lost_per_sec;
+	case SORT_WAIT:
+		return r->t.wait_per_sec;
 	default:
 		return r->t.acquired_per_sec;
 	}
@@ -71,6 +73,8 @@ static const struct table_column rate_columns[] = {
 	{ "COMMITS/s", TABLE_RIGHT, 0 },
 	{ "ABORT%", TABLE_RIGHT, 0 },
 	{ "CYCLES-LOST/s", TABLE_RIGHT, 0 },
+	/* Seconds waited for locks a second: 100% is one thread all the time. */
+	{ "WAIT/s", TABLE_RIGHT, 0 },
 };
 
 int rates_check_output(const char *output)
@@ -126,7 +130,8 @@ static int print_rates_to(FILE *f, struct source *s, struct seg_snapshot **procs
 		    (r = table_add_rate(t, rows[i].t.acquired_per_sec)) < 0 ||
 		    (r = table_add_rate(t, rows[i].t.commits_per_sec)) < 0 ||
 		    (r = table_add_ratio(t, rows[i].t.abort_ratio)) < 0 ||
-		    (r = table_add_rate(t, rows[i].t.cycles_lost_per_sec)) < 0)
+		    (r = table_add_rate(t, rows[i].t.cycles_lost_per_sec)) < 0 ||
+		    (r = table_add_share(t, rows[i].t.wait_per_sec)) < 0)
 			goto out;
 	}
 	r = table_print(t, f, legend);
@@ -181,6 +186,8 @@ static const char *key_name(enum sort_key k)
 		return "abort%";
 	case SORT_CYCLES:
 		return "cycles lost/s";
+	case SORT_WAIT:
+		return "wait/s";
 	default:
 		return "acquired/s";
 	}
@@ -256,7 +263,7 @@ static int procs_frame(void *data, FILE *f, size_t rows, bool tick)
 	snprintf(title, sizeof(title), "elidectl top: %s, every %.1fs, sorted by %s",
 		 v->o->daemon ? "elided" : "segments (averages since start)", v->interval, key_name(v->key));
 	top_frame_line(f, title);
-	top_frame_line(f, "keys: a acquired/s, c commits/s, x abort%, l cycles lost/s, q quit");
+	top_frame_line(f, "keys: a acquired/s, c commits/s, x abort%, l cycles lost/s, w wait/s, q quit");
 	return one_frame(f, v->s, v->o, v->key, true, rows);
 }
 
@@ -272,6 +279,8 @@ static bool procs_key(void *data, char c)
 		v->key = SORT_ABORTS;
 	else if (c == 'l')
 		v->key = SORT_CYCLES;
+	else if (c == 'w')
+		v->key = SORT_WAIT;
 	else
 		return false;
 	return true;
@@ -412,7 +421,8 @@ int verb_top(struct source *s, const struct ctl_options *o, int argc, char **arg
 		return top_locks(s, o, pid);
 	}
 	if (o->sort_set)
-		pv.key = o->sort == SORT_COMMITS || o->sort == SORT_ABORTS || o->sort == SORT_CYCLES ? o->sort : SORT_ACQUIRED;
+		pv.key = o->sort == SORT_COMMITS || o->sort == SORT_ABORTS || o->sort == SORT_CYCLES ||
+				 o->sort == SORT_WAIT ? o->sort : SORT_ACQUIRED;
 	if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO))
 		return one_frame(stdout, s, o, pv.key, o->legend, 0);
 	pv.interval = top_interval(s);

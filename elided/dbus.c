@@ -35,7 +35,7 @@
  *   GetStatus() -> (s summary, u processes, u eliding,
  *                   d commits_per_sec, d aborts_per_sec, d cycles_lost_per_sec)
  *       Totals over every tracked process.
- *   ListProcesses() -> a(uusssssddddtu) processes
+ *   ListProcesses() -> a(uusssssddddtud) processes
  *       (pid, uid, exe, comm, unit, mode, state, acquired_per_sec,
  *        commits_per_sec, abort_ratio, cycles_lost_per_sec, start_time,
  *        nlocks); only the caller's processes unless the caller is root.
@@ -270,7 +270,7 @@ static const char *mode_string(enum policy_mode mode)
 /* ---- figures ----------------------------------------------------------- */
 
 struct rates {
-	double acquired, attempts, commits, aborts, cycles_lost;
+	double acquired, attempts, commits, aborts, cycles_lost, wait;
 };
 
 /* A process's rates over the last interval: its newest history point. */
@@ -286,6 +286,7 @@ static void process_rates(const struct tracked_process *p, struct rates *r)
 	r->commits += h->commits_per_sec;
 	r->aborts += h->aborts_per_sec;
 	r->cycles_lost += h->cycles_lost_per_sec;
+	r->wait += h->wait_per_sec;
 }
 
 /* Attempts are estimates when sampled, aborts exact: keep the ratio in 0..1. */
@@ -545,7 +546,7 @@ static int method_list_processes(sd_bus_message *m, void *userdata, sd_bus_error
 		return r;
 	check_owners_for(d, uid);
 
-	r = array_reply_begin(m, "(uusssssddddtu)", &reply);
+	r = array_reply_begin(m, "(uusssssddddtud)", &reply);
 	if (r < 0)
 		return r;
 
@@ -559,7 +560,7 @@ static int method_list_processes(sd_bus_message *m, void *userdata, sd_bus_error
 
 		process_rates(p, &t);
 		process_state(p, state, sizeof(state));
-		r = sd_bus_message_append(reply, "(uusssssddddtu)",
+		r = sd_bus_message_append(reply, "(uusssssddddtud)",
 					  (uint32_t)p->pid, (uint32_t)p->uid,
 					  bus_string(p->exe, exe, sizeof(exe)),
 					  bus_string(p->comm, comm, sizeof(comm)),
@@ -567,7 +568,7 @@ static int method_list_processes(sd_bus_message *m, void *userdata, sd_bus_error
 					  mode_string(p->override != POLICY_MODE_UNSET ? p->override : p->decision.mode),
 					  bus_string(state, state_clean, sizeof(state_clean)),
 					  t.acquired, t.commits, abort_ratio(t.aborts, t.attempts), t.cycles_lost,
-					  p->start_time, (uint32_t)p->nlocks);
+					  p->start_time, (uint32_t)p->nlocks, t.wait);
 		if (r < 0)
 			return r;
 	}
@@ -1168,7 +1169,7 @@ static const sd_bus_vtable manager_vtable[] = {
 				 method_get_status, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("ListProcesses",
 				 NULL, "",
-				 "a(uusssssddddtu)", SD_BUS_PARAM(processes),
+				 "a(uusssssddddtud)", SD_BUS_PARAM(processes),
 				 method_list_processes, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("ListProcessesWithoutSegment",
 				 NULL, "",

@@ -94,7 +94,7 @@ if wait_for "more"; then
 	fits 80 24 "top"
 	head -n 1 "$tmp/screen" | grep -q "^elidectl top: segments" && ok "top: the title on the first row" ||
 		fail "top: first row is '$(head -n 1 "$tmp/screen")'"
-	sed -n 3p "$tmp/screen" | grep -qE "^ *PID +USER +EXE/UNIT +MODE +ACQUIRED/s +COMMITS/s +ABORT% +CYCLES-LOST/s$" &&
+	sed -n 3p "$tmp/screen" | grep -qE "^ *PID +USER +EXE/UNIT +MODE +ACQUIRED/s +COMMITS/s +ABORT% +CYCLES-LOST/s +WAIT/s$" &&
 		ok "top: the whole header on row 3" || fail "top: row 3 is '$(sed -n 3p "$tmp/screen")'"
 	grep -qE "^\.\.\. and [0-9]+ more" "$tmp/screen" && ok "top: the rows left out are counted" ||
 		fail "top: no '... and N more' line"

@@ -125,6 +125,11 @@ pids+=("$bpid")
 waited() { "$elidectl" show "$bpid" --history --json=short 2>/dev/null | jq -e '.wait_per_sec | any(. > 0)' >/dev/null; }
 poll 30 waited && ok "--history: wait/s of a process whose threads wait is above 0" ||
 	fail "--history of a waiting process: $("$elidectl" show "$bpid" --history --json=short 2>&1)"
+# The process list's WAIT/s from the segments: the header's total over the
+# process's age, above 0 once its threads waited at all.
+w=$("$elidectl" --runtime-dir "$rundir" top </dev/null | awk -v p="$bpid" '$1 == p { print $NF }')
+[[ "$w" =~ ^[0-9.]+%$ ]] && [ "${w%\%}" != 0.0 ] && ok "top: WAIT/s of the waiting process from its segment: $w" ||
+	fail "top: WAIT/s of the waiting process is '$w': $("$elidectl" --runtime-dir "$rundir" top 2>&1 </dev/null)"
 kill -TERM "$bpid"
 wait "$bpid"
 

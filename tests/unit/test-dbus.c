@@ -615,7 +615,7 @@ static int call(sd_bus *bus, const char *method, sd_bus_error *error, sd_bus_mes
 struct proc_row {
 	uint32_t pid, uid, nlocks;
 	const char *exe, *comm, *unit, *mode, *state;
-	double acquired, commits, ratio, cycles;
+	double acquired, commits, ratio, cycles, wait;
 	uint64_t start_time;
 };
 
@@ -628,15 +628,15 @@ static int list_processes(sd_bus *bus, sd_bus_message **reply, struct proc_row *
 	r = call(bus, "ListProcesses", &error, reply, NULL);
 	if (r < 0)
 		return r;
-	r = sd_bus_message_enter_container(*reply, 'a', "(uusssssddddtu)");
+	r = sd_bus_message_enter_container(*reply, 'a', "(uusssssddddtud)");
 	if (r < 0)
 		return r;
 	for (;;) {
 		struct proc_row row;
 
-		r = sd_bus_message_read(*reply, "(uusssssddddtu)", &row.pid, &row.uid, &row.exe, &row.comm, &row.unit,
+		r = sd_bus_message_read(*reply, "(uusssssddddtud)", &row.pid, &row.uid, &row.exe, &row.comm, &row.unit,
 					&row.mode, &row.state, &row.acquired, &row.commits, &row.ratio, &row.cycles,
-					&row.start_time, &row.nlocks);
+					&row.start_time, &row.nlocks, &row.wait);
 		if (r < 0)
 			return r;
 		if (r == 0)
@@ -871,6 +871,7 @@ START_TEST(test_list_processes)
 	ck_assert_double_eq_tol(a->commits, 82, 1e-9);
 	ck_assert_double_eq_tol(a->ratio, 0.18, 1e-9);
 	ck_assert_double_eq_tol(a->cycles, 1500, 1e-9);
+	ck_assert_double_eq_tol(a->wait, 0.5, 1e-9);
 	ck_assert_uint_eq(a->start_time, 123456);
 	ck_assert_uint_eq(a->nlocks, 2);
 
@@ -1798,7 +1799,7 @@ START_TEST(test_busctl_introspect)
 	ck_assert_int_eq(run_capture(argv, out, sizeof(out)), 0);
 	ck_assert_ptr_nonnull(strstr(out, ELIDED_BUS_INTERFACE));
 	ck_assert_ptr_nonnull(strstr(out, ".ListProcesses"));
-	ck_assert_ptr_nonnull(strstr(out, "a(uusssssddddtu)"));
+	ck_assert_ptr_nonnull(strstr(out, "a(uusssssddddtud)"));
 	ck_assert_ptr_nonnull(strstr(out, "a(ussssttttta{st}tdddsss)"));
 	ck_assert_ptr_nonnull(strstr(out, ".ProcessAdded"));
 	ck_assert_ptr_nonnull(strstr(out, ".Subscribe"));
