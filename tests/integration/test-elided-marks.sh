@@ -94,7 +94,7 @@ pids+=("$w")
 poll 15 listed "$w" && ok "workload adopted (pid $w)" || fail "workload $w not adopted"
 wseg=$(cd "$rundir" && ls "$w"-*.seg 2>/dev/null | head -n1)
 features=$(od -An -tu4 -j $((8 + 4 * 2 + 8 + 4 * 6 + 4 * 2 + 8 * 2 + 256 + 16 + 16 + 4 * 4 + 160 + 8 * 2)) -N 4 "$rundir/$wseg" | tr -d ' ')
-[ "$features" = 3 ] && ok "libelide's segment keeps marks and contention figures (features $features)" || fail "features '$features' in $wseg"
+[ "$features" = 7 ] && ok "libelide's segment keeps marks, contention figures and the wait total (features $features)" || fail "features '$features' in $wseg"
 acquired() { locks "$w" | jq '[.data[0][] | .[5]] | add'; }
 a1=$(acquired)
 grows() { [ "$(acquired)" -gt "$a1" ]; }
