@@ -318,8 +318,12 @@ int verb_status(struct source *s, const struct ctl_options *o, int argc, char **
 		line("Processes", buf);
 	}
 	if (n > 0) {
-		printf("\nBusiest processes:\n");
-		r = print_rates(s, procs, n, SORT_COMMITS, BUSIEST, true, o->output);
+		/* Without RTM nothing commits: the processes that wait most are
+		 * the busiest then (watch mode). */
+		bool rtm = o->daemon ? d.rtm_usable : hw.rtm_usable;
+
+		printf("\nBusiest processes%s:\n", rtm ? "" : " (by waiting)");
+		r = print_rates(s, procs, n, rtm ? SORT_COMMITS : SORT_WAIT, BUSIEST, true, o->output);
 		if (r < 0)
 			ret = EXIT_FAIL;
 	}
