@@ -112,6 +112,11 @@ struct lock_rec {
 	_Atomic uint8_t backoff_level; /* back-off doubles per persistent abort */
 	uint32_t ctl_applied;          /* entry.ctl_policy last applied */
 	_Atomic uint32_t next_free;    /* free-list link */
+	/* A default mutex's own skip count (elide.c, mutex_skip_length()):
+	 * written by the thread that holds the mutex, once per skip. */
+	_Atomic uint32_t skip_stamp;   /* TSC >> BURST_TSC_SHIFT when the last one was granted */
+	_Atomic uint32_t skip_span;    /* acquisitions left in the back-off span; 1 = probe due, 0 = new span */
+	_Atomic uint8_t skip_shift;    /* log2 of the last one's length, 0 = none yet */
 } __attribute__((aligned(64)));
 
 _Static_assert(sizeof(struct lock_rec) == 128, "a record is one hot and one cold cache line");

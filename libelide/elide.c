@@ -228,6 +228,11 @@ struct lock_local {
 #define BURST_MIN_SHIFT 6             /* 64 acquisitions */
 #define BURST_MAX_SHIFT 12            /* 4096 */
 #define BURST_MAX (1u << BURST_MAX_SHIFT)
+/* A mutex's own skip count (mutex_skip_applies()) is one per lock, not one
+ * per thread: it may grow further. */
+#define BURST_MUTEX_MAX_SHIFT 15      /* 32768 */
+_Static_assert((1u << BURST_MUTEX_MAX_SHIFT) <= UINT16_MAX,
+	       "a burst must fit a mutex's skip count (glibc_mutex_skip_store())");
 #define BURST_TSC_SHIFT 10            /* the stamp's unit: 1024 TSC ticks */
 #define BURST_QUICK 2048u             /* 2M ticks: under a millisecond at 2+ GHz */
 
@@ -285,6 +290,9 @@ struct elide_thread {
 	struct watch_pending watch;
 	struct watch_waits waits;
 	struct elided_lock held[ELIDE_MAX_NEST];
+	/* A default mutex whose words libelide takes, not elided now: its
+	 * next skip is settled once this thread holds it (mutex_skip_settle()). */
+	struct lock_rec *skip_grant;
 	struct lock_local local[LOCAL_SLOTS];
 };
 
@@ -717,7 +725,10 @@ static __attribute__((noinline)) bool probe_elide(void *lock, struct lock_rec *r
  * BURST_MAX + 1 acquisitions); a lock still being watched for contention
  * gets no burst (each acquisition looks at the lock) and is sampled.
  */
-static __attribute__((noinline)) void grant_burst(struct lock_local *l, struct lock_rec *rec, int32_t gate)
+static inline bool mutex_skip_applies(const void *lock, const struct lock_rec *rec);
+
+static __attribute__((noinline)) void grant_burst(void *lock, struct lock_local *l, struct lock_rec *rec,
+						  int32_t gate)
 {
 	uint32_t n = 0;
 
@@ -727,6 +738,15 @@ static __attribute__((noinline)) void grant_burst(struct lock_local *l, struct l
 	if (in_elided_section()) {
 		l->burst = 0;
 		return;
+	}
+	if ((gate == GATE_NEVER || gate > 0) && mutex_skip_applies(lock, rec)) {
+		/* Its length, its count and the lock's span are settled
+		 * under the lock (mutex_skip_settle()). */
+		self.skip_grant = rec;
+		l->burst = 0;
+		if (self.hot_key == l->key)
+			self.hot_burst = 0;
+		goto publish;
 	}
 	if (gate > 0 && l->skip_left > 1) {
 		uint32_t len = burst_length(l);
@@ -746,6 +766,7 @@ static __attribute__((noinline)) void grant_burst(struct lock_local *l, struct l
 		if (gate > 0)
 			rec_count(rec, STAT_SKIPPED, count);
 	}
+publish:
 	/* Also repairs a state copy that a racing writer left stale. */
 	rec_publish_state(rec);
 	segment_poll_control();
@@ -765,7 +786,16 @@ static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_
 	if (likely(gate == GATE_ELIDE))
 		return try_elide(lock, rec, op);
 	l = local_of(lock, rec);
-	if (gate > 0) {
+	if (gate > 0 && mutex_skip_applies(lock, rec)) {
+		/* The lock's own span (mutex_skip_grant()): any thread probes
+		 * once it is used up, the next one starts with the next skip. */
+		if (atomic_load_explicit(&rec->skip_span, memory_order_relaxed) == 1 && !in_elided_section() &&
+		    lock_is_free(lock, op)) {
+			atomic_store_explicit(&rec->skip_span, 0, memory_order_relaxed);
+			l->fail_streak = STREAK_THROTTLE;
+			return probe_elide(lock, rec, op, gate, l);
+		}
+	} else if (gate > 0) {
 		if (l->skip_left == 0 || l->skip_left > (uint32_t)gate) {
 			/* A new span: when a probe turns elision back on, this
 			 * thread starts throttled, so a lock that still fails
@@ -776,7 +806,7 @@ static inline bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_
 		if (--l->skip_left == 0 && !in_elided_section())
 			return probe_elide(lock, rec, op, gate, l);
 	}
-	grant_burst(l, rec, gate);
+	grant_burst(lock, l, rec, gate);
 	return false;
 }
 
@@ -1086,6 +1116,166 @@ static inline bool own_mutex_words(const pthread_mutex_t *m)
 	return elide.own_mutex_words && __atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED) == PTHREAD_MUTEX_TIMED_NP;
 }
 
+/*
+ * Adaptive mode, a backed-off default mutex whose words libelide takes: its
+ * burst is the mutex's own skip count (glibc-abi.h), not this thread's.
+ * The fast path sees it on the line it is about to write and takes the
+ * lock with nothing in between; the holder counts it down.  A look at the
+ * thread's own burst before the compare-and-swap cost the 2-thread counter
+ * a tenth of its speed on this guest (bench/RESULTS.md), a look at the
+ * mutex's line nothing measurable.  Its acquisitions were counted when the
+ * skip was granted, and all of them are skipped by whichever threads come:
+ * the count stays exact without a write to the record per acquisition.
+ */
+static inline bool mutex_skip_applies(const void *lock, const struct lock_rec *rec)
+{
+	return rec->kind == LOCK_KIND_MUTEX && elide.path == PATH_WATCH && own_mutex_words(lock);
+}
+
+static inline bool mutex_skipping(const pthread_mutex_t *m)
+{
+	return own_mutex_words(m) && glibc_mutex_skip_load(m) != 0;
+}
+
+static __attribute__((noinline)) void mutex_skip_missed(pthread_mutex_t *m)
+{
+	uint16_t idx = glibc_mutex_idx_load(m);
+	struct lock_rec *rec;
+
+	/* Another thread used the last skip between the look and the lock:
+	 * this acquisition was not counted in advance. */
+	if (idx == 0 || !elide.opts.stats)
+		return;
+	rec = rec_of_idx(idx);
+	rec_count(rec, STAT_ACQUIRED, 1);
+	if (atomic_load_explicit(&rec->gate, memory_order_relaxed) > 0)
+		rec_count(rec, STAT_SKIPPED, 1);
+}
+
+/*
+ * The length of a mutex's next skip, by the holder: 64 acquisitions, twice
+ * the last one's if that ran out within BURST_QUICK, the same if within four
+ * times that, else 64 again.  Timed per lock, not per thread: the threads
+ * take turns granting a mutex's skips, so a thread's own gaps would be
+ * several skips long.  The middle band keeps a lock whose longest skip
+ * takes about BURST_QUICK from falling back to 64 every other time.
+ */
+static uint32_t mutex_skip_length(struct lock_rec *rec)
+{
+	uint32_t now = (uint32_t)(__rdtsc() >> BURST_TSC_SHIFT);
+	uint32_t since = now - atomic_load_explicit(&rec->skip_stamp, memory_order_relaxed);
+	uint8_t shift = atomic_load_explicit(&rec->skip_shift, memory_order_relaxed);
+
+	/* Relaxed atomics: the overflow record is shared by mutexes that
+	 * different threads hold at once (a race on it only misjudges a length). */
+	atomic_store_explicit(&rec->skip_stamp, now, memory_order_relaxed);
+	if (shift < BURST_MIN_SHIFT || since >= 4 * BURST_QUICK)
+		shift = BURST_MIN_SHIFT;
+	else if (since < BURST_QUICK && shift < BURST_MUTEX_MAX_SHIFT)
+		shift++;
+	atomic_store_explicit(&rec->skip_shift, shift, memory_order_relaxed);
+	return 1u << shift;
+}
+
+/*
+ * The next skip of a mutex not elided now, by its holder (`used`: this
+ * acquisition itself, when it is not counted yet): 0 when none may start.
+ * Backed off, a lock probes once per span of `gate` acquisitions, like a
+ * thread's span of its own acquisitions (tracked_acquire()) but kept for
+ * the lock: the skips use the span up to its last acquisition, which then
+ * goes to the slow path and probes (whichever thread comes).
+ */
+static uint32_t mutex_skip_grant(struct lock_rec *rec, int32_t gate, uint32_t used)
+{
+	uint32_t left, n;
+
+	if (gate == GATE_NEVER)
+		return mutex_skip_length(rec);
+	if (gate <= 0)
+		return 0; /* eliding again, or watched for contention: the slow path's */
+	left = atomic_load_explicit(&rec->skip_span, memory_order_relaxed);
+	if (left == 0 || left > (uint32_t)gate)
+		left = (uint32_t)gate; /* a new span (or a shorter one after commits) */
+	left = left > used ? left - used : 1;
+	n = left > 1 ? mutex_skip_length(rec) : 0;
+	if (n > left - 1)
+		n = left - 1;
+	atomic_store_explicit(&rec->skip_span, left - n, memory_order_relaxed);
+	return n;
+}
+
+/* Counted when granted: the skip and (used) the acquisition granting it. */
+static void mutex_skip_count(struct lock_rec *rec, int32_t gate, uint64_t count)
+{
+	if (!elide.opts.stats || count == 0)
+		return;
+	rec_count(rec, STAT_ACQUIRED, count);
+	if (gate > 0)
+		rec_count(rec, STAT_SKIPPED, count);
+}
+
+/* The slow path took the mutex (r = 0) or gave up: the skip grant_burst()
+ * asked for starts now, unless another thread's is still running.
+ * Counted here, under the lock. */
+static __attribute__((noinline)) void mutex_skip_settle(pthread_mutex_t *m, int r)
+{
+	struct lock_rec *rec = self.skip_grant;
+	int32_t gate = atomic_load_explicit(&rec->gate, memory_order_relaxed);
+	uint32_t n = 0;
+
+	self.skip_grant = NULL;
+	if (r != 0)
+		return; /* not acquired (timed out): nothing to count or skip */
+	if (glibc_mutex_skip_load(m) == 0) {
+		n = mutex_skip_grant(rec, gate, 1);
+		glibc_mutex_skip_store(m, (uint16_t)n);
+	}
+	mutex_skip_count(rec, gate, 1 + n);
+}
+
+/*
+ * The holder used a mutex's last skip: the next one starts here, under the
+ * lock, when nothing waits for the slow path: the lock is still backed off
+ * (or off) and its span not used up (else its probe is due), no decision
+ * from elided is pending (applying one may create a file: not inside the
+ * program's critical section) and this is no elided section (a shared
+ * write would join the transaction).  Otherwise the skip stays 0 and the
+ * next acquisition takes the slow path.  Without this, every thread that
+ * came while the count was 0 went there, and the ones that then found the
+ * lock held slept on its futex.
+ */
+static __attribute__((noinline)) void mutex_skip_renew(pthread_mutex_t *m)
+{
+	uint16_t idx = glibc_mutex_idx_load(m);
+	struct lock_rec *rec;
+	int32_t gate;
+	uint32_t n;
+
+	if (idx == 0 || in_elided_section() || elide.path != PATH_WATCH ||
+	    __atomic_load_n(&elide.seg_control->generation, __ATOMIC_ACQUIRE) != elide.control_seen)
+		return;
+	rec = rec_of_idx(idx);
+	gate = atomic_load_explicit(&rec->gate, memory_order_relaxed);
+	n = mutex_skip_grant(rec, gate, 0);
+	glibc_mutex_skip_store(m, (uint16_t)n);
+	mutex_skip_count(rec, gate, n);
+}
+
+/* The holder of a skipping mutex: one of its acquisitions used. */
+static inline void mutex_skip_use(pthread_mutex_t *m)
+{
+	uint16_t n = glibc_mutex_skip_load(m);
+
+	if (likely(n > 1)) {
+		glibc_mutex_skip_store(m, n - 1);
+	} else if (n == 1) {
+		glibc_mutex_skip_store(m, 0);
+		mutex_skip_renew(m);
+	} else {
+		mutex_skip_missed(m);
+	}
+}
+
 /* A raw FUTEX_WAKE: a libc call would set errno on failure, and glibc's
  * own unlock ignores the result too. */
 static __attribute__((noinline)) void futex_wake_one_private(int *word)
@@ -1163,6 +1353,26 @@ static inline void mutex_words_give(pthread_mutex_t *m)
 		__atomic_store_n(word, 0, __ATOMIC_RELEASE);
 	else if (__atomic_exchange_n(word, 0, __ATOMIC_RELEASE) > 1)
 		futex_wake_one_private(word);
+}
+
+/*
+ * A skipping mutex (mutex_skipping()) is contended: its compare-and-swap
+ * comes first, with no test of __libc_single_threaded, and the path runs
+ * straight through (the contended counter paid for every taken branch).
+ */
+static inline __attribute__((always_inline)) int mutex_lock_skipping(pthread_mutex_t *m)
+{
+	int free_word = 0;
+
+	if (likely(__atomic_compare_exchange_n(&m->__data.__lock, &free_word, 1, false, __ATOMIC_ACQUIRE,
+					       __ATOMIC_RELAXED))) {
+		m->__data.__owner = thread_tid();
+		m->__data.__nusers++;
+	} else {
+		mutex_words_wait(m);
+	}
+	mutex_skip_use(m);
+	return 0;
 }
 
 /* pthread_mutex_lock() as glibc does it, for whatever libelide does not elide. */
@@ -1340,6 +1550,7 @@ static __attribute__((noinline)) int mutex_acquire_slow(pthread_mutex_t *m, cons
 							 void *callsite)
 {
 	struct lock_rec *rec;
+	int r;
 
 	/* glibc rejects a bad clock before looking at the lock. */
 	if (w->how == WAIT_CLOCK && !wait_clock_valid(w->clock))
@@ -1354,16 +1565,18 @@ static __attribute__((noinline)) int mutex_acquire_slow(pthread_mutex_t *m, cons
 		 * contention the gate counted it already. */
 		bool counted = atomic_load_explicit(&rec->gate, memory_order_relaxed) == GATE_WATCH;
 		uint64_t start = watch_now(), got;
-		int r;
 
 		if (counted)
 			rec_note_contended(rec);
 		r = real_mutex_acquire(m, w);
 		got = watch_now();
 		watch_note(m, rec, r, true, !counted, got - start, false, got);
-		return r;
+	} else {
+		r = real_mutex_acquire(m, w);
 	}
-	return real_mutex_acquire(m, w);
+	if (self.skip_grant)
+		mutex_skip_settle(m, r);
+	return r;
 }
 
 /* A thread that holds the mutex itself is not waiting for another (a
@@ -1485,6 +1698,8 @@ _public_ int pthread_mutex_lock(pthread_mutex_t *m)
 
 	if (likely(path == PATH_OFF))
 		return real_mutex_lock(m);
+	if (path == PATH_WATCH && mutex_skipping(m))
+		return mutex_lock_skipping(m);
 	if (path == PATH_OBSERVE)
 		return mutex_lock_watching(m, &forever, __builtin_return_address(0));
 	if (likely(mutex_takes_fast_path(m)))
@@ -1492,10 +1707,22 @@ _public_ int pthread_mutex_lock(pthread_mutex_t *m)
 	return mutex_acquire_not_fast(m, &forever, __builtin_return_address(0));
 }
 
+/* A timed acquisition of a skipping mutex (mutex_skipping()). */
+static __attribute__((noinline)) int mutex_acquire_skipping(pthread_mutex_t *m, const struct wait_spec *w)
+{
+	int r = real_mutex_acquire(m, w);
+
+	if (r == 0)
+		mutex_skip_use(m);
+	return r;
+}
+
 _public_ int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abstime)
 {
 	struct wait_spec w = { .how = WAIT_TIMED, .abstime = abstime };
 
+	if (elide.path == PATH_WATCH && mutex_skipping(m))
+		return mutex_acquire_skipping(m, &w);
 	if (likely(mutex_takes_fast_path(m)))
 		return real_mutex_acquire(m, &w);
 	return mutex_acquire_not_fast(m, &w, __builtin_return_address(0));
@@ -1505,6 +1732,8 @@ _public_ int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock, const 
 {
 	struct wait_spec w = { .how = WAIT_CLOCK, .clock = clock, .abstime = abstime };
 
+	if (elide.path == PATH_WATCH && mutex_skipping(m))
+		return mutex_acquire_skipping(m, &w);
 	if (likely(mutex_takes_fast_path(m)))
 		return real_mutex_acquire(m, &w);
 	return mutex_acquire_not_fast(m, &w, __builtin_return_address(0));
@@ -1581,13 +1810,18 @@ _public_ int pthread_mutex_init(pthread_mutex_t *m, const pthread_mutexattr_t *a
 
 _public_ int pthread_mutex_destroy(pthread_mutex_t *m)
 {
+	bool skipping;
 	int r;
 
 	/* Destroying a lock we may hold elided: redo it with real locks so
 	 * glibc can answer EBUSY. */
 	if (unlikely(in_elided_section()))
 		_xabort(ELIDE_XABORT_DESTROY);
+	skipping = mutex_skipping(m);
 	r = real.mutex_destroy(m);
+	/* glibc's bytes as glibc would leave them. */
+	if (r == 0 && skipping)
+		glibc_mutex_skip_store(m, 0);
 	if (r == 0 && elide.recs)
 		registry_detach(mutex_idx_ptr(m));
 	return r;

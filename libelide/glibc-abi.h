@@ -16,7 +16,7 @@
  *   pthread_mutex_t (40 bytes)            pthread_rwlock_t (56 bytes)
  *    0 __lock                              0 __readers
  *   16 __kind                             24 __cur_writer
- *   20 __spins                            28 __shared
+ *   20 skip (__spins)                     28 __shared
  *   22 index (__elision / __unused)       32 __rwelision / __pad1 (2.43)
  *   24 __list                             34 reader index, 36 writer index
  *                                         40 __pad2
@@ -110,6 +110,33 @@ static inline uint16_t glibc_mutex_idx_load(const pthread_mutex_t *m)
 static inline uint16_t *glibc_rwlock_idx(pthread_rwlock_t *rw, bool write)
 {
 	return (uint16_t *)(void *)((char *)rw + (write ? GLIBC_RWLOCK_WR_IDX_OFFSET : GLIBC_RWLOCK_RD_IDX_OFFSET));
+}
+
+/*
+ * A default mutex's skip count: bytes 20-21, glibc's __spins, which glibc
+ * reads and writes only for PTHREAD_MUTEX_ADAPTIVE_NP mutexes (its spin
+ * estimate).  For a default mutex whose words libelide takes itself, it
+ * counts the acquisitions that go straight to the lock while the mutex is
+ * backed off, on the line those acquisitions write anyway; it is written
+ * only by a thread that holds the mutex.  glibc_check() verifies that
+ * glibc zeroes it in its initialisers and leaves it alone while locking.
+ */
+#define GLIBC_MUTEX_SKIP_OFFSET 20
+_Static_assert(offsetof(pthread_mutex_t, __data.__spins) == GLIBC_MUTEX_SKIP_OFFSET &&
+		       GLIBC_MEMBER_SIZE(pthread_mutex_t, __data.__spins) == 2,
+	       "pthread_mutex_t.__data.__spins moved from byte 20 or changed size: libelide keeps a default "
+	       "mutex's skip count there");
+
+static inline uint16_t glibc_mutex_skip_load(const pthread_mutex_t *m)
+{
+	return __atomic_load_n((const uint16_t *)(const void *)((const char *)m + GLIBC_MUTEX_SKIP_OFFSET),
+			       __ATOMIC_RELAXED);
+}
+
+/* Only by the thread that holds the mutex (or destroys it). */
+static inline void glibc_mutex_skip_store(pthread_mutex_t *m, uint16_t n)
+{
+	__atomic_store_n((uint16_t *)(void *)((char *)m + GLIBC_MUTEX_SKIP_OFFSET), n, __ATOMIC_RELAXED);
 }
 
 /* What glibc_check() learnt about the running glibc. */

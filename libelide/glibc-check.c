@@ -84,6 +84,7 @@ const char *glibc_version_reason(const char *version, unsigned *major, unsigned 
 
 /* Index values glibc never writes: if they change, glibc wrote our bytes. */
 #define SENTINEL_MUTEX 0xe1d7
+#define SENTINEL_SKIP 0x5e1d
 #define SENTINEL_RD 0xe1d5
 #define SENTINEL_WR 0xe1d3
 
@@ -273,6 +274,24 @@ static bool default_mutex_is(const pthread_mutex_t *m, const pthread_mutex_t *fr
 	return memcmp(&rest, fresh, sizeof(rest)) == 0;
 }
 
+/* The skip bytes (glibc_mutex_skip_load()): glibc leaves them alone while
+ * it locks a default mutex, and its initializer clears them. */
+static const char *probe_default_mutex_skip(const struct glibc_lock_fns *fns, pthread_mutex_t *m)
+{
+	glibc_mutex_skip_store(m, SENTINEL_SKIP);
+	if (fns->mutex_lock(m) != 0 || fns->mutex_trylock(m) != EBUSY || fns->mutex_unlock(m) != 0 ||
+	    fns->mutex_trylock(m) != 0 || fns->mutex_unlock(m) != 0)
+		return "glibc probe: locking a default mutex with nonzero skip bytes (20-21, __spins) failed";
+	if (glibc_mutex_skip_load(m) != SENTINEL_SKIP)
+		return "glibc probe: pthread_mutex_lock/trylock/unlock of a default mutex changed its skip bytes "
+		       "(20-21, __spins)";
+	if (fns->mutex_destroy(m) != 0 || fns->mutex_init(m, NULL) != 0)
+		return "glibc probe: pthread_mutex_destroy or a second pthread_mutex_init failed";
+	if (glibc_mutex_skip_load(m) != 0)
+		return "glibc probe: pthread_mutex_init does not clear the skip bytes (20-21, __spins) of a used mutex";
+	return NULL;
+}
+
 const char *glibc_check_default_mutex(const struct glibc_lock_fns *fns, int tid)
 {
 	pthread_mutex_t m, fresh;
@@ -296,6 +315,8 @@ const char *glibc_check_default_mutex(const struct glibc_lock_fns *fns, int tid)
 	else if (fns->mutex_unlock(&m) != 0 || !default_mutex_is(&m, &fresh, 0, 0, 0))
 		why = "glibc probe: pthread_mutex_unlock after trylock does not leave __lock, __owner and "
 		      "__nusers 0";
+	else
+		why = probe_default_mutex_skip(fns, &m);
 	fns->mutex_destroy(&m);
 	return why;
 }

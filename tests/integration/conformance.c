@@ -806,7 +806,17 @@ static void mc_words(const struct mkind *k, pthread_mutex_t *m)
 
 static void mc_destroy(const struct mkind *k, pthread_mutex_t *m)
 {
+	char spins[32];
+
 	emit("destroy-free", pthread_mutex_destroy(m), 0);
+	/* __spins: glibc's spin estimate, written for adaptive mutexes only;
+	 * libelide keeps a backed-off default mutex's skip count there
+	 * (libelide/glibc-abi.h) and must leave it 0 again when the mutex is
+	 * destroyed. */
+	if (k->type != PTHREAD_MUTEX_ADAPTIVE_NP) {
+		snprintf(spins, sizeof(spins), "%d", m->__data.__spins);
+		emit_str("spins-after-destroy", spins, "0");
+	}
 	emit("init-again", mutex_init_kind(k, m), 0);
 	TRY_M("lock-after-init-again", 0, m, pthread_mutex_lock(m));
 }

@@ -76,6 +76,27 @@ attempts_of() {
 	awk -v lock="$2" '$1 == "libelide:" && $2 == lock { s = 0; for (i = 7; i <= 14; i++) s += $i; print s; f = 1 }
 		END { if (!f) print "none" }' "$tmp/$1.report"
 }
+# teaching_run NAME [as-user-command...]: run_workload until the run's
+# cache_lock tried at least the transactions elided learns from
+# (ELIDED_LEARN_MIN_ATTEMPTS, 64), at most 3 times, each waited for.  On a
+# loaded machine this workload sometimes crawls for seconds, with or without
+# libelide (its writers starve behind its readers), and a run that tried
+# fewer rightly teaches nothing.  Sets $last, $rc, $a (its attempts) and
+# $seen (yes when elided listed it while it ran).
+teaching_run() {
+	local name=$1 try
+	shift
+	for try in 1 2 3; do
+		run_workload "$name" "$@"
+		seen=no
+		poll 10 adopted "$last" && seen=yes
+		wait "$last"; rc=$?
+		a=$(attempts_of "$name" cache_lock)
+		[ "$a" != none ] && [ "$a" -ge 64 ] && return 0
+		note "$name, try $try: cache_lock tried $a transactions, fewer than elided learns from (64): again"
+	done
+	return 0
+}
 adopted() { "${B[@]}" call $NAME $OBJ $IFACE ListProcesses | jq -e --argjson pid "$1" '.data[0][] | select(.[0] == $pid)'; }
 # Entry lines of the store file (elided/learned.c): "UID PROGRAM LOCK VERDICT RUNS FIRST ...".
 store_entries_of() {
@@ -87,12 +108,10 @@ store_has_entries() { [ "$(store_entries)" -gt 0 ]; }
 start_daemon
 
 # ---- 1. the first run teaches "never elide" ---------------------------------------
-run_workload first
+teaching_run first
 first=$last
-poll 10 adopted "$first" && ok "run 1 (pid $first) adopted" || fail "run 1 not adopted: $(tail -n 5 "$tmp/elided.log")"
-wait "$first"; rc=$?
+[ $seen = yes ] && ok "run 1 (pid $first) adopted" || fail "run 1 not adopted: $(tail -n 5 "$tmp/elided.log")"
 [ $rc -eq 0 ] && ok "run 1 exited cleanly" || fail "run 1 exited with $rc: $(tail -n 3 "$tmp/first.report")"
-a=$(attempts_of first cache_lock)
 [ "$a" != none ] && [ "$a" -gt 0 ] && ok "run 1: cache_lock tried $a transactions (nothing learned yet)" ||
 	fail "run 1: cache_lock attempts: $a: $(cat "$tmp/first.report")"
 poll 5 logged "pid $first (.*): learned lock data:.*: never elide" &&
@@ -140,11 +159,9 @@ grep -q "cache_lock .*off (learned)" "$tmp/second.report" && ok "run 2's report:
 if [ ${#as_nobody[@]} -gt 0 ]; then
 	root_entries=$(store_entries_of 0)
 	cp "$state/learned" "$tmp/learned.before"
-	run_workload nobody "${as_nobody[@]}"
+	teaching_run nobody "${as_nobody[@]}"
 	nb=$last
-	poll 10 adopted "$nb" && ok "uid 65534's run (pid $nb) adopted" || fail "uid 65534's run not adopted"
-	wait "$nb"
-	a=$(attempts_of nobody cache_lock)
+	[ $seen = yes ] && ok "uid 65534's run (pid $nb) adopted" || fail "uid 65534's run not adopted"
 	[ "$a" != none ] && [ "$a" -gt 0 ] &&
 		ok "uid 65534 running the same executable got none of root's verdicts ($a attempts)" ||
 		fail "uid 65534's run: cache_lock attempts $a: $(cat "$tmp/nobody.report")"
@@ -166,10 +183,8 @@ if "$elidectl" forget "$prog" >"$tmp/forget.out" 2>&1; then
 		fail "elidectl forget said: $(cat "$tmp/forget.out")"
 	[ "$(store_entries_of "$(id -u)")" = 0 ] && ok "the store on disk lost them at once" ||
 		fail "store after forget: $(grep "^$(id -u) " "$state/learned" | head -n 3)"
-	run_workload third
+	teaching_run third
 	third=$last
-	wait "$third"
-	a=$(attempts_of third cache_lock)
 	[ "$a" != none ] && [ "$a" -gt 0 ] && ok "after forget the next run tries again ($a attempts)" ||
 		fail "run 3 after forget: cache_lock attempts $a"
 else

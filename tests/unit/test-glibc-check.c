@@ -85,6 +85,27 @@ static int trylock_touching_spins(pthread_mutex_t *m)
 	return r;
 }
 
+/* A glibc that spins on default mutexes too: __spins is its estimate, so
+ * a nonzero one is overwritten (here: decayed to 0) by every lock. */
+static int lock_owning_spins(pthread_mutex_t *m)
+{
+	int r = pthread_mutex_lock(m);
+
+	if (m->__data.__spins != 0)
+		m->__data.__spins = 0;
+	return r;
+}
+
+/* An initializer that keeps the bytes it finds in __spins. */
+static int init_keeping_spins(pthread_mutex_t *m, const pthread_mutexattr_t *attr)
+{
+	short spins = m->__data.__spins;
+	int r = pthread_mutex_init(m, attr);
+
+	m->__data.__spins = spins;
+	return r;
+}
+
 static const struct {
 	const char *s;
 	unsigned major, minor;
@@ -232,6 +253,34 @@ START_TEST(test_default_mutex_other_protocols)
 }
 END_TEST
 
+/* libelide keeps a backed-off default mutex's skip count in __spins: only
+ * where glibc leaves a nonzero one alone and its initializer clears it. */
+START_TEST(test_default_mutex_skip_bytes)
+{
+	int tid = (int)syscall(SYS_gettid);
+	struct glibc_lock_fns fns = glibc_fns;
+	const char *why;
+	pthread_mutex_t m;
+
+	ck_assert_int_eq(offsetof(pthread_mutex_t, __data.__spins), GLIBC_MUTEX_SKIP_OFFSET);
+	memset(&m, 0, sizeof(m));
+	glibc_mutex_skip_store(&m, 32768);
+	ck_assert_uint_eq(glibc_mutex_skip_load(&m), 32768);
+	ck_assert_uint_eq(glibc_mutex_idx_load(&m), 0);
+
+	fns.mutex_lock = lock_owning_spins;
+	why = glibc_check_default_mutex(&fns, tid);
+	ck_assert_ptr_nonnull(why);
+	ck_assert_msg(strstr(why, "skip bytes (20-21, __spins)") != NULL, "%s", why);
+
+	fns = glibc_fns;
+	fns.mutex_init = init_keeping_spins;
+	why = glibc_check_default_mutex(&fns, tid);
+	ck_assert_ptr_nonnull(why);
+	ck_assert_msg(strstr(why, "does not clear the skip bytes") != NULL, "%s", why);
+}
+END_TEST
+
 START_TEST(test_default_rwlock_this_glibc)
 {
 	int tid = (int)syscall(SYS_gettid);
@@ -301,6 +350,7 @@ static Suite *glibc_check_suite(void)
 	tcase_add_test(tc, test_probe_this_glibc);
 	tcase_add_test(tc, test_default_mutex_this_glibc);
 	tcase_add_test(tc, test_default_mutex_other_protocols);
+	tcase_add_test(tc, test_default_mutex_skip_bytes);
 	tcase_add_test(tc, test_default_rwlock_this_glibc);
 	tcase_add_test(tc, test_default_rwlock_other_protocols);
 	suite_add_tcase(s, tc);
