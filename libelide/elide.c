@@ -1356,11 +1356,11 @@ static inline void mutex_words_give(pthread_mutex_t *m)
 }
 
 /*
- * A skipping mutex (mutex_skipping()) is contended: its compare-and-swap
- * comes first, with no test of __libc_single_threaded, and the path runs
- * straight through (the contended counter paid for every taken branch).
+ * Locks a default mutex of a process with other threads: its
+ * compare-and-swap first, with no test of __libc_single_threaded, straight
+ * through (the contended counter paid for every taken branch).
  */
-static inline __attribute__((always_inline)) int mutex_lock_skipping(pthread_mutex_t *m)
+static inline __attribute__((always_inline)) void mutex_words_lock_threaded(pthread_mutex_t *m)
 {
 	int free_word = 0;
 
@@ -1371,8 +1371,6 @@ static inline __attribute__((always_inline)) int mutex_lock_skipping(pthread_mut
 	} else {
 		mutex_words_wait(m);
 	}
-	mutex_skip_use(m);
-	return 0;
 }
 
 /* pthread_mutex_lock() as glibc does it, for whatever libelide does not elide. */
@@ -1707,7 +1705,6 @@ static inline __attribute__((always_inline)) int mutex_lock_adaptive_own(pthread
 	 * acquisition to leave the store buffer (the counter at 2 threads
 	 * fell from 0.92 to 0.73x plain). */
 	uint16_t skip = glibc_mutex_skip_load(m);
-	int free_word = 0;
 
 	if (skip == 0) {
 		if (unlikely((glibc_mutex_idx_load(m) | mutex_word(m)) != 0))
@@ -1716,15 +1713,8 @@ static inline __attribute__((always_inline)) int mutex_lock_adaptive_own(pthread
 		if (unlikely(process_single_threaded()))
 			return real_mutex_lock(m);
 	}
-	/* One straight path for both: every taken branch showed in the
-	 * contended counter. */
-	if (likely(__atomic_compare_exchange_n(&m->__data.__lock, &free_word, 1, false, __ATOMIC_ACQUIRE,
-					       __ATOMIC_RELAXED))) {
-		m->__data.__owner = thread_tid();
-		m->__data.__nusers++;
-	} else {
-		mutex_words_wait(m);
-	}
+	/* One straight path for both. */
+	mutex_words_lock_threaded(m);
 	if (skip)
 		mutex_skip_use(m);
 	return 0;
