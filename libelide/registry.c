@@ -247,6 +247,10 @@ static void rec_reset(struct lock_rec *rec, enum lock_kind kind, void *callsite,
 	atomic_store_explicit(&rec->window_aborts, 0, memory_order_relaxed);
 	atomic_store_explicit(&rec->window_commits, 0, memory_order_relaxed);
 	atomic_store_explicit(&rec->backoff_level, 0, memory_order_relaxed);
+	/* A new lock's skips start at 64 with a span of its own. */
+	atomic_store_explicit(&rec->skip_stamp, 0, memory_order_relaxed);
+	atomic_store_explicit(&rec->skip_span, 0, memory_order_relaxed);
+	atomic_store_explicit(&rec->skip_shift, 0, memory_order_relaxed);
 	atomic_store_explicit(&rec->policy, (uint8_t)policy, memory_order_relaxed);
 	atomic_store_explicit(&rec->own_policy, ELIDE_POLICY_ADAPTIVE, memory_order_relaxed);
 	policy_gate(policy, &gate, &reason);
