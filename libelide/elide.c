@@ -76,6 +76,7 @@ static struct {
 	cond_wait_fn cond_wait;
 	cond_timed_fn cond_timedwait;
 	cond_clock_fn cond_clockwait;
+	pid_t (*fork_without_handlers)(void); /* glibc's _Fork() (2.34) */
 } real = {
 	.mutex_init = __pthread_mutex_init,
 	.mutex_destroy = __pthread_mutex_destroy,
@@ -122,6 +123,7 @@ static void *resolve(const char *name, const char *version)
 static void resolve_all(void)
 {
 	RESOLVE(mutex_init, "pthread_mutex_init");
+	RESOLVE(fork_without_handlers, "_Fork");
 	RESOLVE(mutex_destroy, "pthread_mutex_destroy");
 	RESOLVE(mutex_lock, "pthread_mutex_lock");
 	RESOLVE(mutex_trylock, "pthread_mutex_trylock");
@@ -2299,6 +2301,34 @@ static void atfork_child(void)
 	self.waits = (struct watch_waits){ 0 };
 	segment_fork_child();
 	errno = saved_errno; /* fork() returns 0 with the program's errno */
+}
+
+/*
+ * _Fork() (glibc >= 2.34) makes a child without running the pthread_atfork
+ * handlers, so atfork_child() runs here: without it the child's thread
+ * would write its parent's thread id into the mutexes it takes and its
+ * counts into its parent's segment.  As async-signal-safe as _Fork()
+ * itself: atfork_child() resets this thread's state and remaps memory, it
+ * neither allocates nor locks.
+ */
+_public_ pid_t _Fork(void)
+{
+	pid_t (*next)(void) = __atomic_load_n(&real.fork_without_handlers, __ATOMIC_ACQUIRE);
+	pid_t pid;
+
+	if (!next) {
+		/* Called before our constructor (another library's), or a glibc
+		 * without _Fork() that a program cannot have linked against. */
+		next = (pid_t(*)(void))resolve("_Fork", NULL);
+		if (!next) {
+			errno = ENOSYS;
+			return -1;
+		}
+	}
+	pid = next();
+	if (pid == 0)
+		atfork_child();
+	return pid;
 }
 
 /*

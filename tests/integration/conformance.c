@@ -1387,9 +1387,69 @@ static void attr_cases(void)
 	emit("destroy", pthread_mutexattr_destroy(&a), 0);
 }
 
+/*
+ * A child's own thread id in the mutexes it locks.  fork() runs the
+ * pthread_atfork handlers, _Fork() (glibc 2.34) does not: a library that
+ * keeps the thread id it found before either must still write the
+ * child's into __owner.  The parent locks first, so such a library has
+ * its id at hand.
+ */
+static pid_t fork_by(bool handlers)
+{
+	return handlers ? fork() : _Fork();
+}
+
+static void fork_child_words(const char *name, bool handlers)
+{
+	static pthread_mutex_t before = PTHREAD_MUTEX_INITIALIZER;
+	char held[96] = "";
+	int fds[2], status;
+	ssize_t n;
+	pid_t pid;
+
+	check_ret(pthread_mutex_lock(&before), 0);
+	check_ret(pthread_mutex_unlock(&before), 0);
+	if (pipe(fds) != 0)
+		fail("pipe: %m");
+	pid = fork_by(handlers);
+	if (pid < 0)
+		fail("%s: %m", name);
+	if (pid == 0) {
+		pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+		char words[96];
+
+		close(fds[0]);
+		if (pthread_mutex_lock(&m) != 0)
+			_exit(2);
+		syscall(SYS_getppid); /* a real hold (see mutex_words()) */
+		mutex_words(words, sizeof(words), &m);
+		if (pthread_mutex_unlock(&m) != 0)
+			_exit(3);
+		if (write(fds[1], words, strlen(words)) != (ssize_t)strlen(words))
+			_exit(4);
+		_exit(0);
+	}
+	close(fds[1]);
+	n = read(fds[0], held, sizeof(held) - 1);
+	held[n > 0 ? n : 0] = '\0';
+	close(fds[0]);
+	if (waitpid(pid, &status, 0) != pid)
+		fail("waitpid: %m");
+	snprintf(scope, sizeof(scope), "%s", name);
+	emit_status("child-exit", status);
+	emit_str("child-lock-words", held, "lock=1 owner=self nusers=1 count=0");
+}
+
+static void fork_cases(void)
+{
+	fork_child_words("child-of-fork", true);
+	fork_child_words("child-of-_Fork", false);
+}
+
 static void part_locks(void)
 {
 	attr_cases();
+	fork_cases();
 	for (size_t i = 0; i < sizeof(mkinds) / sizeof(mkinds[0]); i++)
 		mutex_cases(&mkinds[i]);
 	for (size_t i = 0; i < sizeof(rwkinds) / sizeof(rwkinds[0]); i++)

@@ -5,9 +5,10 @@
  *
  *  - 1,000 fork+_exit children (and fork+exit, fork+exec) of a process with
  *    tracked locks leave no file behind: a child makes none at fork;
- *  - a child that contends a lock gets its own segment, with its own lock
- *    and the locks it inherited (no counts of the parent's), and its counts
- *    never land in the parent's segment;
+ *  - a child (of fork() or of _Fork(), which runs no atfork handlers) that
+ *    contends a lock gets its own segment, with its own lock and the locks
+ *    it inherited (no counts of the parent's), and its counts never land
+ *    in the parent's segment;
  *  - threads of a child that all need the segment at once make exactly one,
  *    with every lock in it;
  *  - segments of SIGKILLed processes are removed by the next process of the
@@ -298,7 +299,14 @@ static void test_fork_exit_leaves_nothing(void)
 	printf("ok: fork+exit and fork+exec children left no segment either\n");
 }
 
-static void test_contending_child(void)
+/* fork() runs the pthread_atfork handlers, _Fork() does not: libelide
+ * must make the child's segment its own either way. */
+static pid_t fork_with_handlers(void)
+{
+	return fork();
+}
+
+static void test_contending_child(pid_t (*fork_fn)(void), const char *how)
 {
 	char parent_name[64];
 	struct seg_snapshot *snap;
@@ -317,9 +325,9 @@ static void test_contending_child(void)
 	seg_snapshot_free(snap);
 
 	check(pipe(fds) == 0);
-	pid = fork();
+	pid = fork_fn();
 	if (pid < 0)
-		fail("fork: %m");
+		fail("%s: %m", how);
 	if (pid == 0) {
 		char name[64];
 		bool at_fork, after_plain;
@@ -358,19 +366,20 @@ static void test_contending_child(void)
 	close(fds[0]);
 	check(waitpid(pid, &status, 0) == pid);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fail("contending child failed (status %d)", status);
+		fail("contending child of %s failed (status %d)", how, status);
 	if (strcmp(verdict, "none-at-fork ok"))
-		fail("contending child: '%s' (want no segment at fork, one after contention when eliding)", verdict);
+		fail("contending child of %s: '%s' (want no segment at fork, one after contention when eliding)", how,
+		     verdict);
 	snap = read_seg(parent_name);
 	e = find_lock(snap, &parent_lock);
 	check(e);
 	parent_after = total_counts(e);
 	seg_snapshot_free(snap);
 	if (parent_after != parent_before)
-		fail("the child's counts landed in the parent's segment (%" PRIu64 " -> %" PRIu64 ")", parent_before,
-		     parent_after);
-	printf("ok: a contending child made its own segment (its lock, the inherited one without the parent's counts); "
-	       "the parent's counts unchanged (%" PRIu64 ")\n", parent_after);
+		fail("the counts of a child of %s landed in the parent's segment (%" PRIu64 " -> %" PRIu64 ")", how,
+		     parent_before, parent_after);
+	printf("ok: a contending child of %s made its own segment (its lock, the inherited one without the parent's "
+	       "counts); the parent's counts unchanged (%" PRIu64 ")\n", how, parent_after);
 }
 
 static pthread_barrier_t race_barrier;
@@ -558,7 +567,8 @@ int main(int argc, char **argv)
 	check_ret(elide_mutex_set_name(&parent_lock, "parent-lock"), 0);
 	hammer_threads(&parent_lock);
 	test_fork_exit_leaves_nothing();
-	test_contending_child();
+	test_contending_child(fork_with_handlers, "fork()");
+	test_contending_child(_Fork, "_Fork()");
 	test_racing_first_need();
 	test_killed_segments_swept();
 	printf("all forked-child and stale-segment checks passed\n");
