@@ -7,6 +7,9 @@
 
 #include "log.h"
 
+/* A line at most, with its newline. */
+#define LOG_LINE_MAX 1024
+
 static const char *log_prefix = "elide";
 static int log_max_priority = LOG_INFO;
 static bool log_journal;
@@ -51,9 +54,14 @@ static void write_all(int fd, const char *buf, size_t len)
 	}
 }
 
-void log_fullv(int priority, const char *fmt, va_list ap)
+/*
+ * One line: the message, then ": strerror(error)" when error is nonzero.
+ * One buffer for both: libelide logs from inside a program's lock calls,
+ * on whatever stack the program gave that thread.
+ */
+static void log_line(int priority, int error, const char *fmt, va_list ap)
 {
-	char buf[1024];
+	char buf[LOG_LINE_MAX];
 	size_t len = 0;
 	int saved_errno = errno;
 	int n;
@@ -61,15 +69,19 @@ void log_fullv(int priority, const char *fmt, va_list ap)
 	if (priority > log_max_priority)
 		return;
 	/* journald reads the priority and adds our name itself. */
-	if (log_journal) {
-		len += (size_t)snprintf(buf, sizeof(buf), "<%d>", priority);
-	} else {
-		n = snprintf(buf + len, sizeof(buf) - len, "%s: ", log_prefix);
+	if (log_journal)
+		n = snprintf(buf, sizeof(buf), "<%d>", priority);
+	else
+		n = snprintf(buf, sizeof(buf), "%s: ", log_prefix);
+	if (n > 0)
+		len = (size_t)n;
+	if (len < sizeof(buf)) {
+		n = vsnprintf(buf + len, sizeof(buf) - len, fmt, ap);
 		if (n > 0)
 			len += (size_t)n;
 	}
-	if (len < sizeof(buf)) {
-		n = vsnprintf(buf + len, sizeof(buf) - len, fmt, ap);
+	if (error && len < sizeof(buf)) {
+		n = snprintf(buf + len, sizeof(buf) - len, ": %s", strerror(error));
 		if (n > 0)
 			len += (size_t)n;
 	}
@@ -80,29 +92,29 @@ void log_fullv(int priority, const char *fmt, va_list ap)
 	errno = saved_errno;
 }
 
+void log_fullv(int priority, const char *fmt, va_list ap)
+{
+	log_line(priority, 0, fmt, ap);
+}
+
 void log_full(int priority, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_fullv(priority, fmt, ap);
+	log_line(priority, 0, fmt, ap);
 	va_end(ap);
 }
 
 int log_full_errno(int priority, int error, const char *fmt, ...)
 {
-	char msg[768];
 	va_list ap;
 
 	if (error < 0)
 		error = -error;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	log_line(priority, error, fmt, ap);
 	va_end(ap);
-	if (error)
-		log_full(priority, "%s: %s", msg, strerror(error));
-	else
-		log_full(priority, "%s", msg);
 	return -error;
 }
 

@@ -169,18 +169,20 @@ static int read_all(int fd, char *buf, size_t size)
 
 /*
  * Field 22 of /proc/<pid>/stat (pid 0: /proc/self/stat), counted after the
- * ")" that ends comm; the number lies well inside the first KiB.  -ENOENT
- * or -ESRCH: no such process.  A small stack: this may run in a signal
- * handler that makes a forked child's file.
+ * ")" that ends comm.  It ends within 512 bytes: pid and comm (15 bytes)
+ * take under 30, fields 3-22 at most 20 + 19 * 22; a number cut off by the
+ * buffer's end is refused, not misread.  -ENOENT or -ESRCH: no such
+ * process.  A small stack: this runs inside the program's lock calls (a
+ * forked child makes its file there) and may run in a signal handler.
  */
 static int read_start_time(pid_t pid, uint64_t *ret)
 {
-	char buf[1024], *p;
+	char path[32], buf[512], *p, *end;
 	int fd, r;
 
 	if (pid)
-		snprintf(buf, sizeof(buf), "/proc/%d/stat", (int)pid);
-	fd = open(pid ? buf : "/proc/self/stat", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(pid ? path : "/proc/self/stat", O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
 	r = read_all(fd, buf, sizeof(buf));
@@ -197,8 +199,12 @@ static int read_start_time(pid_t pid, uint64_t *ret)
 			return -EBADMSG;
 	}
 	errno = 0;
-	*ret = strtoull(p + 1, NULL, 10);
-	return errno ? -errno : 0;
+	*ret = strtoull(p + 1, &end, 10);
+	if (errno)
+		return -errno;
+	if (end == p + 1 || *end != ' ')
+		return -EBADMSG; /* not a number, or cut off by the buffer */
+	return 0;
 }
 
 static void fill_header(struct elide_seg_header *h, uint64_t start_time)
@@ -734,12 +740,31 @@ static bool control_value_ok(uint32_t v, uint32_t lo, uint32_t hi)
 }
 
 /*
- * elided changed the control block.  Copy it under its seqlock, check every
- * value (another process wrote them) and apply what is valid.
+ * The control block's values that apply to the whole process: copied, not
+ * the block itself, whose hints make it 4 KiB (this runs inside the
+ * program's lock calls, on whatever stack the program gave that thread).
+ */
+struct control_values {
+	uint32_t mode, retries, contention, skip, skip_max, abort_ratio_ppm;
+};
+
+static void control_values_copy(struct control_values *v, const struct elide_seg_control *c)
+{
+	v->mode = __atomic_load_n(&c->mode, __ATOMIC_RELAXED);
+	v->retries = __atomic_load_n(&c->retries, __ATOMIC_RELAXED);
+	v->contention = __atomic_load_n(&c->contention, __ATOMIC_RELAXED);
+	v->skip = __atomic_load_n(&c->skip, __ATOMIC_RELAXED);
+	v->skip_max = __atomic_load_n(&c->skip_max, __ATOMIC_RELAXED);
+	v->abort_ratio_ppm = __atomic_load_n(&c->abort_ratio_ppm, __ATOMIC_RELAXED);
+}
+
+/*
+ * elided changed the control block.  Copy its values under its seqlock,
+ * check every one (another process wrote them) and apply what is valid.
  */
 void segment_poll_control_slow(void)
 {
-	struct elide_seg_control c;
+	struct control_values c;
 	uint64_t gen, again;
 
 	/* A forked child's first need of a file (the marker in control_seen
@@ -754,7 +779,7 @@ void segment_poll_control_slow(void)
 	gen = __atomic_load_n(&elide.seg_control->generation, __ATOMIC_ACQUIRE);
 	if ((gen & 1) || gen == elide.control_seen)
 		goto out;
-	memcpy(&c, elide.seg_control, sizeof(c));
+	control_values_copy(&c, elide.seg_control);
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	again = __atomic_load_n(&elide.seg_control->generation, __ATOMIC_ACQUIRE);
 	if (again != gen)

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -395,6 +396,158 @@ static void *name_at_once(void *arg)
 	return (void *)(long)elide_mutex_set_name(&race_locks[i], name);
 }
 
+/* ---- stack depth -------------------------------------------------------- */
+
+/*
+ * How deep lock calls reach into the stack of the thread that makes them.
+ * glibc's take a few hundred bytes, and programs size their threads'
+ * stacks by what they themselves need (PTHREAD_STACK_MIN is 16 KiB): the
+ * same program under libelide must not overflow.  libelide's deepest path
+ * is a forked child's first contention, which makes the child's segment
+ * and sweeps stale files (here one named for a live pid with another start
+ * time, so the sweep reads that pid's /proc stat).  The thread runs on a
+ * stack painted with a pattern; the lowest byte written is how deep it got.
+ */
+#define PAINTED_STACK (256 * 1024)
+#define PAINT 0xa5
+/* The contending thread makes no call but access(), sched_yield() and the
+ * lock calls (another thread holds the lock for it), all bound before it
+ * runs: passing through it reaches 120 bytes here, watching 350.  Making
+ * the segment on that thread reached 3.9 KiB, 3.4 KiB since the stat
+ * buffer shrank; about 1.5 KiB of it is glibc's snprintf().  The path that
+ * applies elided's decisions copied the 4 KiB control block onto the
+ * stack too; it copies 24 bytes now. */
+#define STACK_BUDGET 4096
+
+struct painted_run {
+	void (*fn)(void);
+	uintptr_t top;
+};
+
+static void *painted_main(void *arg)
+{
+	struct painted_run *run = arg;
+	volatile char here = 0;
+
+	run->top = (uintptr_t)&here;
+	run->fn();
+	return NULL;
+}
+
+static size_t stack_depth_of(void (*fn)(void))
+{
+	struct painted_run run = { .fn = fn };
+	unsigned char *stack;
+	pthread_attr_t attr;
+	pthread_t t;
+	size_t low = 0;
+
+	stack = mmap(NULL, PAINTED_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
+		fail("mmap: %m");
+	memset(stack, PAINT, PAINTED_STACK);
+	check_ret(pthread_attr_init(&attr), 0);
+	check_ret(pthread_attr_setstack(&attr, stack, PAINTED_STACK), 0);
+	check_ret(pthread_create(&t, &attr, painted_main, &run), 0);
+	check_ret(pthread_join(t, NULL), 0);
+	check_ret(pthread_attr_destroy(&attr), 0);
+	while (low < PAINTED_STACK && stack[low] == PAINT)
+		low++;
+	munmap(stack, PAINTED_STACK);
+	return run.top - (uintptr_t)(stack + low);
+}
+
+/* The child's segment, named before the painted thread runs: only lock
+ * calls and what waiting for the holder needs run on that stack. */
+static char child_segment[512];
+static _Atomic int holder_round, holder_holds;
+static _Atomic bool holder_stop;
+
+/* Holds child_lock for 20 ms each time the contender asks. */
+static void *holder(void *arg)
+{
+	int seen = 0;
+
+	(void)arg;
+	for (;;) {
+		while (holder_round == seen && !holder_stop)
+			usleep(100);
+		if (holder_stop)
+			return NULL;
+		seen = holder_round;
+		pthread_mutex_lock(&child_lock);
+		holder_holds = seen;
+		usleep(20000);
+		pthread_mutex_unlock(&child_lock);
+	}
+}
+
+static void contend_until_segment(void)
+{
+	/* Watching (no RTM) makes it too; passing through (off), nothing does. */
+	for (int round = 1; round <= 10 && access(child_segment, F_OK) != 0; round++) {
+		holder_round = round;
+		while (holder_holds != round)
+			sched_yield();
+		pthread_mutex_lock(&child_lock);
+		pthread_mutex_unlock(&child_lock);
+	}
+}
+
+static void test_child_stack_depth(void)
+{
+	char stale[64], reply[32] = "";
+	size_t depth;
+	int fds[2], status;
+	pid_t pid;
+
+	snprintf(stale, sizeof(stale), "%d-1.seg", (int)getpid());
+	make_file(stale, (uid_t)-1);
+	check(pipe(fds) == 0);
+	pid = fork();
+	if (pid < 0)
+		fail("fork: %m");
+	if (pid == 0) {
+		char name[64];
+		pthread_t hold;
+
+		close(fds[0]);
+		seg_name_of(getpid(), name, sizeof(name));
+		snprintf(child_segment, sizeof(child_segment), "%s/%s", runtime_dir, name);
+		/* Bound now: the first call through a lazily bound PLT entry saves
+		 * the vector registers on the caller's stack (1-3 KiB). */
+		(void)!access(child_segment, F_OK);
+		sched_yield();
+		hold = xthread(holder, NULL);
+		depth = stack_depth_of(contend_until_segment);
+		holder_stop = true;
+		xjoin(hold);
+		dprintf(fds[1], "%zu", depth);
+		exit(0); /* removes its segment */
+	}
+	close(fds[1]);
+	(void)!read(fds[0], reply, sizeof(reply) - 1);
+	close(fds[0]);
+	check(waitpid(pid, &status, 0) == pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail("stack-depth child failed (status %d)", status);
+	depth = strtoul(reply, NULL, 10);
+	if (depth == 0 || depth > STACK_BUDGET)
+		fail("a forked child's first contention reached %zu bytes into its thread's stack (budget %d)", depth,
+		     STACK_BUDGET);
+	if (active == 1 && exists(stale))
+		fail("the child's sweep left %s (its pid lives with another start time)", stale);
+	if (exists(stale)) {
+		/* Passing through, no segment was made, so nothing swept. */
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/%s", runtime_dir, stale);
+		if (unlink(path) < 0)
+			fail("unlink %s: %m", path);
+	}
+	printf("ok: a forked child's contending thread used %zu bytes of stack (budget %d)\n", depth, STACK_BUDGET);
+}
+
 static void test_racing_first_need(void)
 {
 	int before = count_segments();
@@ -570,6 +723,7 @@ int main(int argc, char **argv)
 	test_contending_child(fork_with_handlers, "fork()");
 	test_contending_child(_Fork, "_Fork()");
 	test_racing_first_need();
+	test_child_stack_depth();
 	test_killed_segments_swept();
 	printf("all forked-child and stale-segment checks passed\n");
 	return 0;
