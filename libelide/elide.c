@@ -295,6 +295,11 @@ struct elide_thread {
 	/* A default mutex whose words libelide takes, not elided now: its
 	 * next skip is settled once this thread holds it (mutex_skip_settle()). */
 	struct lock_rec *skip_grant;
+	/* Whether pausing before a futex sleep pays for this thread
+	 * (mutex_words_wait_pays()): its score, and the count that lets
+	 * every 16th wait try again while it does not. */
+	int8_t wait_spin_score;
+	uint8_t wait_spin_probe;
 	struct lock_local local[LOCAL_SLOTS];
 };
 
@@ -1307,6 +1312,36 @@ static void futex_wait_private(int *word, int value)
 	(void)ret;
 }
 
+/* The score of this thread's pauses before sleeping: a pause that ended
+ * with the lock gains 7, one that did not loses 1, so it keeps pausing
+ * while at least one in eight pays (a sleep and its wake-up cost several
+ * times the pauses), between -32 and 32.  One in four stopped the pauses
+ * of hash lookups at 2 threads that paid 1.4x. */
+#define WAIT_SPIN_WON 7
+#define WAIT_SPIN_SCORE_MAX 32
+#define WAIT_SPIN_SCORE_MIN (-32)
+
+/* Pause before sleeping this time?  While the score is negative (this
+ * thread's waits outlast the pause: long sections), only every 16th wait
+ * pauses, to notice when they become short again. */
+static inline bool mutex_words_wait_pays(void)
+{
+	if (elide.opts.wait_spins == 0)
+		return false;
+	return self.wait_spin_score >= 0 || (++self.wait_spin_probe & 15) == 0;
+}
+
+static inline void mutex_words_wait_score(bool won)
+{
+	int score = self.wait_spin_score + (won ? WAIT_SPIN_WON : -1);
+
+	if (score > WAIT_SPIN_SCORE_MAX)
+		score = WAIT_SPIN_SCORE_MAX;
+	if (score < WAIT_SPIN_SCORE_MIN)
+		score = WAIT_SPIN_SCORE_MIN;
+	self.wait_spin_score = (int8_t)score;
+}
+
 /*
  * A default mutex that was not free: wait for it with glibc's protocol
  * (mark it 2, "held with waiters", and sleep on the futex while it stays
@@ -1314,12 +1349,35 @@ static void futex_wait_private(int *word, int value)
  * whose lock would first try once more the compare-and-swap that just
  * failed: on a contended line every such try takes the line from the
  * holder, whose unlock must then fetch it back.
+ *
+ * Before marking it, the waiter pauses wait_spins times without touching
+ * the lock's line and tries to take it once more: a short section is over
+ * by then, and the waiter takes the lock without a futex sleep, and its
+ * holder unlocks without a FUTEX_WAKE.  Spinning on loads instead took the
+ * line from the holder and slowed everything down (bench/RESULTS.md).
+ * Only while the pauses pay (mutex_words_wait_pays()); wait_spins=0 waits
+ * exactly as glibc does.
  */
 static __attribute__((noinline)) void mutex_words_wait(pthread_mutex_t *m)
 {
 	int *word = &m->__data.__lock;
+	int seen;
 
-	if (__atomic_load_n(word, __ATOMIC_RELAXED) == 2)
+	if (mutex_words_wait_pays()) {
+		for (unsigned spins = elide.opts.wait_spins; spins; spins--)
+			_mm_pause();
+		seen = 0;
+		if (__atomic_compare_exchange_n(word, &seen, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+			mutex_words_wait_score(true);
+			m->__data.__owner = thread_tid();
+			m->__data.__nusers++;
+			return;
+		}
+		mutex_words_wait_score(false);
+	} else {
+		seen = __atomic_load_n(word, __ATOMIC_RELAXED);
+	}
+	if (seen == 2)
 		futex_wait_private(word, 2);
 	while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0)
 		futex_wait_private(word, 2);

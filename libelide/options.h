@@ -22,6 +22,8 @@ struct elide_options {
 	unsigned retries;         /* retries=0..64       conflict/retry-able aborts retried per acquisition, default 3 */
 	unsigned busy_retries;    /* busy_retries=0..64  lock-busy aborts retried per acquisition, default 3 */
 	unsigned busy_spins;      /* busy_spins=0..1000000 pause iterations waiting for a busy lock to become free, default 400 (a PAUSE is 10-140 cycles) */
+	unsigned wait_spins;      /* wait_spins=0..1000 pause iterations before a waiter of a default mutex libelide
+				   * takes tries once more and then sleeps, default 32; 0 = glibc's wait */
 	unsigned contention;      /* contention=1..65535 contended acquisitions before adaptive mode elides a lock, default 4 */
 	unsigned skip;            /* skip=1..1000000     real acquisitions after a persistent abort (first backoff step), default 16 */
 	unsigned skip_max;        /* skip_max=1..100000000 backoff cap, default 65536 */

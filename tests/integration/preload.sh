@@ -67,7 +67,7 @@ for config in $configs; do
 	case "$config" in
 	adaptive)	elide=mode=adaptive fake= ;;
 	on)		elide=mode=on fake= ;;
-	off)		elide=mode=off fake= ;;
+	off)		elide=mode=off,wait_spins=0 fake= ;; # and glibc's own wait
 	fake-no-rtm)	elide=mode=on fake=1 ;;
 	sim-conflict)	elide=mode=adaptive fake= sim=0x6 ;;
 	sim-capacity)	elide=mode=on fake= sim=0x8 ;;

@@ -84,6 +84,7 @@ configs=(
 	"on|mode=on||"
 	"off|mode=off||"
 	"own-mutex-0|mode=adaptive,own_mutex=0||"
+	"wait-spins-0|mode=adaptive,wait_spins=0||"
 	"fake-no-rtm|mode=on|1|"
 	"fake-no-rtm-adaptive|mode=adaptive|1|"
 	"fake-no-rtm-watch-0|mode=adaptive,watch=0|1|"

@@ -40,6 +40,7 @@ static void assert_opts_eq(const struct elide_options *a, const struct elide_opt
 	ck_assert_uint_eq(a->retries, b->retries);
 	ck_assert_uint_eq(a->busy_retries, b->busy_retries);
 	ck_assert_uint_eq(a->busy_spins, b->busy_spins);
+	ck_assert_uint_eq(a->wait_spins, b->wait_spins);
 	ck_assert_uint_eq(a->contention, b->contention);
 	ck_assert_uint_eq(a->skip, b->skip);
 	ck_assert_uint_eq(a->skip_max, b->skip_max);
@@ -74,6 +75,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(o.retries, 3);
 	ck_assert_uint_eq(o.busy_retries, 3);
 	ck_assert_uint_eq(o.busy_spins, 400);
+	ck_assert_uint_eq(o.wait_spins, 32);
 	ck_assert_uint_eq(o.contention, 4);
 	ck_assert_uint_eq(o.skip, 16);
 	ck_assert_uint_eq(o.skip_max, 65536);
@@ -126,6 +128,7 @@ static const struct {
 	{ "retries", offsetof(struct elide_options, retries), 0, 64 },
 	{ "busy_retries", offsetof(struct elide_options, busy_retries), 0, 64 },
 	{ "busy_spins", offsetof(struct elide_options, busy_spins), 0, 1000000 },
+	{ "wait_spins", offsetof(struct elide_options, wait_spins), 0, 1000 },
 	{ "contention", offsetof(struct elide_options, contention), 1, 65535 },
 	{ "skip", offsetof(struct elide_options, skip), 1, 1000000 },
 	{ "skip_max", offsetof(struct elide_options, skip_max), 1, 100000000 },
