@@ -123,7 +123,6 @@ static void *resolve(const char *name, const char *version)
 static void resolve_all(void)
 {
 	RESOLVE(mutex_init, "pthread_mutex_init");
-	RESOLVE(fork_without_handlers, "_Fork");
 	RESOLVE(mutex_destroy, "pthread_mutex_destroy");
 	RESOLVE(mutex_lock, "pthread_mutex_lock");
 	RESOLVE(mutex_trylock, "pthread_mutex_trylock");
@@ -147,6 +146,7 @@ static void resolve_all(void)
 	RESOLVE_V(cond_wait, "pthread_cond_wait", "GLIBC_2.3.2");
 	RESOLVE_V(cond_timedwait, "pthread_cond_timedwait", "GLIBC_2.3.2");
 	RESOLVE(cond_clockwait, "pthread_cond_clockwait");
+	RESOLVE(fork_without_handlers, "_Fork");
 }
 
 /*
@@ -1312,6 +1312,14 @@ static void futex_wait_private(int *word, int value)
 	(void)ret;
 }
 
+/* What glibc writes once a default mutex is taken: its holder's thread id
+ * and one more user. */
+static inline void mutex_words_note_holder(pthread_mutex_t *m)
+{
+	m->__data.__owner = thread_tid();
+	m->__data.__nusers++;
+}
+
 /* The score of this thread's pauses before sleeping: a pause that ended
  * with the lock gains 7, one that did not loses 1, so it keeps pausing
  * while at least one in eight pays (a sleep and its wake-up cost several
@@ -1369,8 +1377,7 @@ static __attribute__((noinline)) void mutex_words_wait(pthread_mutex_t *m)
 		seen = 0;
 		if (__atomic_compare_exchange_n(word, &seen, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
 			mutex_words_wait_score(true);
-			m->__data.__owner = thread_tid();
-			m->__data.__nusers++;
+			mutex_words_note_holder(m);
 			return;
 		}
 		mutex_words_wait_score(false);
@@ -1381,8 +1388,7 @@ static __attribute__((noinline)) void mutex_words_wait(pthread_mutex_t *m)
 		futex_wait_private(word, 2);
 	while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0)
 		futex_wait_private(word, 2);
-	m->__data.__owner = thread_tid();
-	m->__data.__nusers++;
+	mutex_words_note_holder(m);
 }
 
 /* Takes a free default mutex; false (nothing written) when it is not free. */
@@ -1398,8 +1404,7 @@ static inline bool mutex_words_take(pthread_mutex_t *m)
 	} else if (!__atomic_compare_exchange_n(word, &free_word, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
 		return false;
 	}
-	m->__data.__owner = thread_tid();
-	m->__data.__nusers++;
+	mutex_words_note_holder(m);
 	return true;
 }
 
@@ -1426,8 +1431,7 @@ static inline __attribute__((always_inline)) void mutex_words_lock_threaded(pthr
 
 	if (likely(__atomic_compare_exchange_n(&m->__data.__lock, &free_word, 1, false, __ATOMIC_ACQUIRE,
 					       __ATOMIC_RELAXED))) {
-		m->__data.__owner = thread_tid();
-		m->__data.__nusers++;
+		mutex_words_note_holder(m);
 	} else {
 		mutex_words_wait(m);
 	}
@@ -2366,8 +2370,8 @@ static void atfork_child(void)
  * handlers, so atfork_child() runs here: without it the child's thread
  * would write its parent's thread id into the mutexes it takes and its
  * counts into its parent's segment.  As async-signal-safe as _Fork()
- * itself: atfork_child() resets this thread's state and remaps memory, it
- * neither allocates nor locks.
+ * itself once libelide is initialised: atfork_child() resets this
+ * thread's state and remaps memory, it neither allocates nor locks.
  */
 _public_ pid_t _Fork(void)
 {

@@ -170,8 +170,9 @@ static int read_all(int fd, char *buf, size_t size)
 /*
  * Field 22 of /proc/<pid>/stat (pid 0: /proc/self/stat), counted after the
  * ")" that ends comm.  It ends within 512 bytes: pid and comm (15 bytes)
- * take under 30, fields 3-22 at most 20 + 19 * 22; a number cut off by the
- * buffer's end is refused, not misread.  -ENOENT or -ESRCH: no such
+ * take under 30, the state and 19 numbers of at most 21 characters, each
+ * with its space, under 430; a number cut off by the buffer's end is
+ * refused, not misread.  -ENOENT or -ESRCH: no such
  * process.  A small stack: this runs inside the program's lock calls (a
  * forked child makes its file there) and may run in a signal handler.
  */
