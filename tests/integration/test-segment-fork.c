@@ -300,6 +300,35 @@ static void test_fork_exit_leaves_nothing(void)
 	printf("ok: fork+exit and fork+exec children left no segment either\n");
 }
 
+/*
+ * Fork with fork_fn and run child(fd) in the child: it writes its reply to
+ * fd and exits 0.  The reply, once the child has exited; fails when it did
+ * not exit 0.
+ */
+static void run_child(pid_t (*fork_fn)(void), const char *what, void (*child)(int fd), char *reply, size_t size)
+{
+	int fds[2], status;
+	ssize_t n;
+	pid_t pid;
+
+	check(pipe(fds) == 0);
+	pid = fork_fn();
+	if (pid < 0)
+		fail("%s: fork: %m", what);
+	if (pid == 0) {
+		close(fds[0]);
+		child(fds[1]);
+		exit(0); /* removes its segment */
+	}
+	close(fds[1]);
+	n = read(fds[0], reply, size - 1);
+	reply[n > 0 ? n : 0] = '\0';
+	close(fds[0]);
+	check(waitpid(pid, &status, 0) == pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail("%s failed (status %d)", what, status);
+}
+
 /* fork() runs the pthread_atfork handlers, _Fork() does not: libelide
  * must make the child's segment its own either way. */
 static pid_t fork_with_handlers(void)
@@ -307,15 +336,48 @@ static pid_t fork_with_handlers(void)
 	return fork();
 }
 
+/* In a forked child: contend, hammer, and report what it found. */
+static void contending_child(int fd)
+{
+	struct seg_snapshot *snap;
+	char name[64];
+	bool at_fork, after_plain;
+	const struct elide_seg_lock *mine, *inherited;
+
+	seg_name_of(getpid(), name, sizeof(name));
+	at_fork = exists(name);
+	/* Contend a lock of its own until libelide has seen it. */
+	for (int i = 0; i < 50 && active == 1 && !exists(name); i++)
+		contend_once(&child_lock);
+	after_plain = exists(name);
+	/* The inherited, tracked lock, used hard: its counts are the child's. */
+	hammer_threads(&parent_lock);
+	hammer_threads(&child_lock);
+	/* Passing through, nothing is tracked: a name publishes in every mode. */
+	check_ret(elide_mutex_set_name(&child_lock, "child-lock"), 0);
+	snap = read_seg(name);
+	check_eq(snap->header.pid, getpid());
+	mine = find_lock(snap, &child_lock);
+	inherited = find_lock(snap, &parent_lock);
+	if (!mine || !inherited)
+		fail("child's segment: own lock %s, inherited lock %s", mine ? "found" : "missing",
+		     inherited ? "found" : "missing");
+	if (strcmp(inherited->name, "parent-lock"))
+		fail("inherited lock's name '%s'", inherited->name);
+	if (active == 1 && total_counts(mine) == 0)
+		fail("the child's contended lock counted nothing");
+	dprintf(fd, "%s %s", at_fork ? "at-fork" : "none-at-fork",
+		after_plain == (active == 1) ? "ok" : after_plain ? "made-passing-through" : "none-after-contention");
+	seg_snapshot_free(snap);
+}
+
 static void test_contending_child(pid_t (*fork_fn)(void), const char *how)
 {
-	char parent_name[64];
+	char parent_name[64], what[64];
 	struct seg_snapshot *snap;
 	const struct elide_seg_lock *e;
 	uint64_t parent_before, parent_after;
-	int fds[2], status;
-	char verdict[64] = "";
-	pid_t pid;
+	char verdict[64];
 
 	seg_name_of(getpid(), parent_name, sizeof(parent_name));
 	snap = read_seg(parent_name);
@@ -325,52 +387,10 @@ static void test_contending_child(pid_t (*fork_fn)(void), const char *how)
 	parent_before = total_counts(e);
 	seg_snapshot_free(snap);
 
-	check(pipe(fds) == 0);
-	pid = fork_fn();
-	if (pid < 0)
-		fail("%s: %m", how);
-	if (pid == 0) {
-		char name[64];
-		bool at_fork, after_plain;
-		const struct elide_seg_lock *mine, *inherited;
-
-		close(fds[0]);
-		seg_name_of(getpid(), name, sizeof(name));
-		at_fork = exists(name);
-		/* Contend a lock of its own until libelide has seen it. */
-		for (int i = 0; i < 50 && active == 1 && !exists(name); i++)
-			contend_once(&child_lock);
-		after_plain = exists(name);
-		/* The inherited, tracked lock, used hard: its counts are the child's. */
-		hammer_threads(&parent_lock);
-		hammer_threads(&child_lock);
-		/* Passing through, nothing is tracked: a name publishes in every mode. */
-		check_ret(elide_mutex_set_name(&child_lock, "child-lock"), 0);
-		snap = read_seg(name);
-		check_eq(snap->header.pid, getpid());
-		mine = find_lock(snap, &child_lock);
-		inherited = find_lock(snap, &parent_lock);
-		if (!mine || !inherited)
-			fail("child's segment: own lock %s, inherited lock %s", mine ? "found" : "missing",
-			     inherited ? "found" : "missing");
-		if (strcmp(inherited->name, "parent-lock"))
-			fail("inherited lock's name '%s'", inherited->name);
-		if (active == 1 && total_counts(mine) == 0)
-			fail("the child's contended lock counted nothing");
-		dprintf(fds[1], "%s %s", at_fork ? "at-fork" : "none-at-fork",
-			after_plain == (active == 1) ? "ok" : after_plain ? "made-passing-through" : "none-after-contention");
-		seg_snapshot_free(snap);
-		exit(0);
-	}
-	close(fds[1]);
-	(void)!read(fds[0], verdict, sizeof(verdict) - 1);
-	close(fds[0]);
-	check(waitpid(pid, &status, 0) == pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fail("contending child of %s failed (status %d)", how, status);
+	snprintf(what, sizeof(what), "contending child of %s", how);
+	run_child(fork_fn, what, contending_child, verdict, sizeof(verdict));
 	if (strcmp(verdict, "none-at-fork ok"))
-		fail("contending child of %s: '%s' (want no segment at fork, one after contention when eliding)", how,
-		     verdict);
+		fail("%s: '%s' (want no segment at fork, one after contention when eliding)", what, verdict);
 	snap = read_seg(parent_name);
 	e = find_lock(snap, &parent_lock);
 	check(e);
@@ -499,43 +519,34 @@ static void contend_until_segment(void)
 	}
 }
 
+/* In a forked child: the contending thread's depth, as its reply. */
+static void stack_depth_child(int fd)
+{
+	char name[64];
+	pthread_t hold;
+	size_t depth;
+
+	seg_name_of(getpid(), name, sizeof(name));
+	snprintf(child_segment, sizeof(child_segment), "%s/%s", runtime_dir, name);
+	/* Bound now: the first call through a lazily bound PLT entry saves
+	 * the vector registers on the caller's stack (1-3 KiB). */
+	(void)!access(child_segment, F_OK);
+	sched_yield();
+	hold = xthread(holder, NULL);
+	depth = stack_depth_of(contend_until_segment);
+	holder_stop = true;
+	xjoin(hold);
+	dprintf(fd, "%zu", depth);
+}
+
 static void test_child_stack_depth(void)
 {
-	char stale[64], reply[32] = "";
+	char stale[64], reply[32];
 	size_t depth;
-	int fds[2], status;
-	pid_t pid;
 
 	snprintf(stale, sizeof(stale), "%d-1.seg", (int)getpid());
 	make_file(stale, (uid_t)-1);
-	check(pipe(fds) == 0);
-	pid = fork();
-	if (pid < 0)
-		fail("fork: %m");
-	if (pid == 0) {
-		char name[64];
-		pthread_t hold;
-
-		close(fds[0]);
-		seg_name_of(getpid(), name, sizeof(name));
-		snprintf(child_segment, sizeof(child_segment), "%s/%s", runtime_dir, name);
-		/* Bound now: the first call through a lazily bound PLT entry saves
-		 * the vector registers on the caller's stack (1-3 KiB). */
-		(void)!access(child_segment, F_OK);
-		sched_yield();
-		hold = xthread(holder, NULL);
-		depth = stack_depth_of(contend_until_segment);
-		holder_stop = true;
-		xjoin(hold);
-		dprintf(fds[1], "%zu", depth);
-		exit(0); /* removes its segment */
-	}
-	close(fds[1]);
-	(void)!read(fds[0], reply, sizeof(reply) - 1);
-	close(fds[0]);
-	check(waitpid(pid, &status, 0) == pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fail("stack-depth child failed (status %d)", status);
+	run_child(fork_with_handlers, "stack-depth child", stack_depth_child, reply, sizeof(reply));
 	depth = strtoul(reply, NULL, 10);
 	if (depth == 0 || depth > STACK_BUDGET)
 		fail("a forked child's first contention reached %zu bytes into its thread's stack (budget %d)", depth,
