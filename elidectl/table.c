@@ -342,6 +342,9 @@ int table_add_share(struct table *t, double share)
 {
 	if (!(share >= 0))
 		return table_add_cell(t, "-");
+	/* Some waiting must not read as none. */
+	if (share > 0 && share < 0.0005)
+		return table_add_cell(t, "<0.1%");
 	return table_add_cellf(t, "%.1f%%", 100.0 * share);
 }
 

@@ -127,8 +127,10 @@ poll 30 waited && ok "--history: wait/s of a process whose threads wait is above
 	fail "--history of a waiting process: $("$elidectl" show "$bpid" --history --json=short 2>&1)"
 # The process list's WAIT/s from the segments: the header's total over the
 # process's age, above 0 once its threads waited at all.
+# A share too small to print reads "<0.1%", never "0.0%".
 w=$("$elidectl" --runtime-dir "$rundir" top </dev/null | awk -v p="$bpid" '$1 == p { print $NF }')
-[[ "$w" =~ ^[0-9.]+%$ ]] && [ "${w%\%}" != 0.0 ] && ok "top: WAIT/s of the waiting process from its segment: $w" ||
+share_re='^(<0[.]1|[0-9.]+)%$'
+[[ "$w" =~ $share_re ]] && [ "$w" != 0.0% ] && ok "top: WAIT/s of the waiting process from its segment: $w" ||
 	fail "top: WAIT/s of the waiting process is '$w': $("$elidectl" --runtime-dir "$rundir" top 2>&1 </dev/null)"
 kill -TERM "$bpid"
 wait "$bpid"
