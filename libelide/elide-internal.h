@@ -123,6 +123,8 @@ _Static_assert(sizeof(struct lock_rec) == 128, "a record is one hot and one cold
 
 struct elide_state {
 	uint8_t path;                 /* enum lock_path, read first on every acquisition */
+	/* pthread_mutex_lock() of that path (set_path()). */
+	int (*mutex_lock)(pthread_mutex_t *m, void *callsite);
 	bool enabled;                 /* elide at all (RTM usable, mode != off, ...) */
 	/* Watch locks (PATH_OBSERVE) whatever mode elided pushes, because
 	 * eliding is impossible here for want of RTM alone (opts.watch). */

@@ -27,7 +27,15 @@
 #include "elide-internal.h"
 #include "log.h"
 
-struct elide_state elide;
+/* The lock and unlock paths every program runs, together and at the same
+ * place in a page in every build (bench/RESULTS.md). */
+#define _hot_path_ __attribute__((section(".text.elide_hot"), aligned(64)))
+__asm__(".pushsection .text.elide_hot,\"ax\",@progbits\n\t.balign 4096\n\t.popsection");
+
+static int mutex_lock_off(pthread_mutex_t *m, void *callsite);
+
+/* PATH_OFF until the constructor decides. */
+struct elide_state elide = { .mutex_lock = mutex_lock_off };
 
 /* glibc exports these aliases; they let us run before dlsym() is safe. */
 extern int __pthread_mutex_init(pthread_mutex_t *, const pthread_mutexattr_t *);
@@ -1120,7 +1128,10 @@ static inline bool process_single_threaded(void)
 
 static inline bool own_mutex_words(const pthread_mutex_t *m)
 {
-	return elide.own_mutex_words && __atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED) == PTHREAD_MUTEX_TIMED_NP;
+	/* Both expected: the lock paths fall through to their common case. */
+	if (unlikely(!elide.own_mutex_words))
+		return false;
+	return likely(__atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED) == PTHREAD_MUTEX_TIMED_NP);
 }
 
 /*
@@ -1312,12 +1323,27 @@ static void futex_wait_private(int *word, int value)
 	(void)ret;
 }
 
-/* What glibc writes once a default mutex is taken: its holder's thread id
- * and one more user. */
-static inline void mutex_words_note_holder(pthread_mutex_t *m)
+/* A thread's first: its id asked for, out of line. */
+static __attribute__((noinline, cold)) int mutex_words_note_first_holder(pthread_mutex_t *m)
 {
 	m->__data.__owner = thread_tid();
 	m->__data.__nusers++;
+	return 0;
+}
+
+/* What glibc writes once a default mutex is taken: its holder's thread id
+ * and one more user.  Returns 0, pthread_mutex_lock()'s result: a lock
+ * path ends in it or in mutex_words_wait() as a tail call, and so needs no
+ * stack frame of its own. */
+static inline int mutex_words_note_holder(pthread_mutex_t *m)
+{
+	pid_t tid = self.tid;
+
+	if (unlikely(tid == 0))
+		return mutex_words_note_first_holder(m);
+	m->__data.__owner = tid;
+	m->__data.__nusers++;
+	return 0;
 }
 
 /* The score of this thread's pauses before sleeping: a pause that ended
@@ -1366,7 +1392,7 @@ static inline void mutex_words_wait_score(bool won)
  * Only while the pauses pay (mutex_words_wait_pays()); wait_spins=0 waits
  * exactly as glibc does.
  */
-static __attribute__((noinline)) void mutex_words_wait(pthread_mutex_t *m)
+static __attribute__((noinline)) int mutex_words_wait(pthread_mutex_t *m)
 {
 	int *word = &m->__data.__lock;
 	int seen;
@@ -1377,8 +1403,7 @@ static __attribute__((noinline)) void mutex_words_wait(pthread_mutex_t *m)
 		seen = 0;
 		if (__atomic_compare_exchange_n(word, &seen, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
 			mutex_words_wait_score(true);
-			mutex_words_note_holder(m);
-			return;
+			return mutex_words_note_holder(m);
 		}
 		mutex_words_wait_score(false);
 	} else {
@@ -1388,11 +1413,12 @@ static __attribute__((noinline)) void mutex_words_wait(pthread_mutex_t *m)
 		futex_wait_private(word, 2);
 	while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0)
 		futex_wait_private(word, 2);
-	mutex_words_note_holder(m);
+	return mutex_words_note_holder(m);
 }
 
-/* Takes a free default mutex; false (nothing written) when it is not free. */
-static inline bool mutex_words_take(pthread_mutex_t *m)
+/* Marks a free default mutex's word taken; false (nothing written) when it
+ * is not free.  The caller then notes the holder. */
+static inline bool mutex_words_take_word(pthread_mutex_t *m)
 {
 	int *word = &m->__data.__lock;
 	int free_word = 0;
@@ -1401,11 +1427,26 @@ static inline bool mutex_words_take(pthread_mutex_t *m)
 		if (__atomic_load_n(word, __ATOMIC_RELAXED) != 0)
 			return false;
 		__atomic_store_n(word, 1, __ATOMIC_RELAXED);
-	} else if (!__atomic_compare_exchange_n(word, &free_word, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-		return false;
+		return true;
 	}
+	return __atomic_compare_exchange_n(word, &free_word, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
+/* Takes a free default mutex; false (nothing written) when it is not free. */
+static inline bool mutex_words_take(pthread_mutex_t *m)
+{
+	if (!mutex_words_take_word(m))
+		return false;
 	mutex_words_note_holder(m);
 	return true;
+}
+
+/* Takes a default mutex, waiting as glibc does when it is held; 0. */
+static inline int mutex_words_lock(pthread_mutex_t *m)
+{
+	if (unlikely(!mutex_words_take_word(m)))
+		return mutex_words_wait(m);
+	return mutex_words_note_holder(m);
 }
 
 static inline void mutex_words_give(pthread_mutex_t *m)
@@ -1425,16 +1466,14 @@ static inline void mutex_words_give(pthread_mutex_t *m)
  * compare-and-swap first, with no test of __libc_single_threaded, straight
  * through (the contended counter paid for every taken branch).
  */
-static inline __attribute__((always_inline)) void mutex_words_lock_threaded(pthread_mutex_t *m)
+static inline __attribute__((always_inline)) int mutex_words_lock_threaded(pthread_mutex_t *m)
 {
 	int free_word = 0;
 
-	if (likely(__atomic_compare_exchange_n(&m->__data.__lock, &free_word, 1, false, __ATOMIC_ACQUIRE,
-					       __ATOMIC_RELAXED))) {
-		mutex_words_note_holder(m);
-	} else {
-		mutex_words_wait(m);
-	}
+	if (unlikely(!__atomic_compare_exchange_n(&m->__data.__lock, &free_word, 1, false, __ATOMIC_ACQUIRE,
+						  __ATOMIC_RELAXED)))
+		return mutex_words_wait(m);
+	return mutex_words_note_holder(m);
 }
 
 /* pthread_mutex_lock() as glibc does it, for whatever libelide does not elide. */
@@ -1442,9 +1481,7 @@ static inline int real_mutex_lock(pthread_mutex_t *m)
 {
 	if (!own_mutex_words(m))
 		return real.mutex_lock(m);
-	if (unlikely(!mutex_words_take(m)))
-		mutex_words_wait(m);
-	return 0;
+	return mutex_words_lock(m);
 }
 
 static inline int real_mutex_trylock(pthread_mutex_t *m)
@@ -1676,8 +1713,7 @@ static __attribute__((noinline)) int mutex_acquire_watched(pthread_mutex_t *m, c
 		start = watch_now();
 	if (held && w->how == WAIT_FOREVER && own_mutex_words(m)) {
 		/* Held by another: straight to the wait, no second CAS. */
-		mutex_words_wait(m);
-		r = 0;
+		r = mutex_words_wait(m);
 	} else {
 		r = real_mutex_acquire(m, w);
 	}
@@ -1741,15 +1777,49 @@ static inline __attribute__((always_inline)) int mutex_lock_watching(pthread_mut
 {
 	if (unlikely(watch_tick()))
 		return mutex_acquire_watched(m, w, callsite);
-	if (own_mutex_words(m)) {
-		if (likely(mutex_words_take(m)))
-			return 0;
-		return mutex_acquire_watched(m, w, callsite);
+	if (likely(own_mutex_words(m))) {
+		if (unlikely(!mutex_words_take_word(m)))
+			return mutex_acquire_watched(m, w, callsite);
+		return mutex_words_note_holder(m);
 	}
 	prefetch_for_write(m); /* glibc's CAS comes next */
 	if (mutex_word(m) == 0)
 		return real.mutex_lock(m);
 	return mutex_acquire_watched(m, w, callsite);
+}
+
+/*
+ * pthread_mutex_lock() per fast path.  The entry jumps to the one of the
+ * current path through elide.mutex_lock (one predictable jump), and each
+ * lays out its common case as one straight line: written as a single
+ * function, the adaptive path's uncontended lock took six taken branches
+ * over seven cache lines, and the uncontended 1-thread benchmarks moved by
+ * 15% with nothing but where the code landed.  callsite is the caller's
+ * return address, for the slow paths.
+ */
+static _hot_path_ int mutex_lock_off(pthread_mutex_t *m, void *callsite)
+{
+	(void)callsite;
+	return real_mutex_lock(m);
+}
+
+/* Locks with records (mode=on), and adaptive mode's mutexes whose words
+ * glibc takes. */
+static int mutex_lock_tracking(pthread_mutex_t *m, void *callsite)
+{
+	static const struct wait_spec forever = { .how = WAIT_FOREVER };
+
+	if (likely(mutex_takes_fast_path(m)))
+		return real_mutex_lock(m);
+	return mutex_acquire_not_fast(m, &forever, callsite);
+}
+
+/* A backed-off mutex's acquisition, its skip counted down by the holder. */
+static __attribute__((noinline)) int mutex_lock_skipping_own(pthread_mutex_t *m)
+{
+	mutex_words_lock_threaded(m);
+	mutex_skip_use(m);
+	return 0;
 }
 
 /*
@@ -1761,44 +1831,62 @@ static inline __attribute__((always_inline)) int mutex_lock_watching(pthread_mut
  * bursts are the mutex's skips, never the thread's (grant_burst()), so the
  * thread's slots have nothing to say here.
  */
-static inline __attribute__((always_inline)) int mutex_lock_adaptive_own(pthread_mutex_t *m, void *callsite)
+static _hot_path_ int mutex_lock_adaptive(pthread_mutex_t *m, void *callsite)
 {
 	static const struct wait_spec forever = { .how = WAIT_FOREVER };
-	/* Field by field, each load as wide as the store that wrote it: one
-	 * load of bytes 16-23 waited for the skip's 2-byte store of the last
-	 * acquisition to leave the store buffer (the counter at 2 threads
-	 * fell from 0.92 to 0.73x plain). */
-	uint16_t skip = glibc_mutex_skip_load(m);
 
-	if (skip == 0) {
+	if (likely(own_mutex_words(m))) {
+		/* Field by field, each load as wide as the store that wrote
+		 * it: one load of bytes 16-23 waited for the skip's 2-byte
+		 * store of the last acquisition to leave the store buffer
+		 * (the counter at 2 threads fell from 0.92 to 0.73x plain). */
+		if (unlikely(glibc_mutex_skip_load(m) != 0))
+			return mutex_lock_skipping_own(m);
 		if (unlikely((glibc_mutex_idx_load(m) | mutex_word(m)) != 0))
 			return mutex_acquire_not_fast(m, &forever, callsite);
-		/* glibc's plain store when no other thread exists. */
-		if (unlikely(process_single_threaded()))
-			return real_mutex_lock(m);
+		if (unlikely(process_single_threaded())) {
+			/* glibc's plain store when no other thread exists;
+			 * the word was just seen free and nothing else runs. */
+			__atomic_store_n(&m->__data.__lock, 1, __ATOMIC_RELAXED);
+			return mutex_words_note_holder(m);
+		}
+		return mutex_words_lock_threaded(m);
 	}
-	/* One straight path for both. */
-	mutex_words_lock_threaded(m);
-	if (skip)
-		mutex_skip_use(m);
-	return 0;
+	return mutex_lock_tracking(m, callsite);
 }
 
-_public_ int pthread_mutex_lock(pthread_mutex_t *m)
+static _hot_path_ int mutex_lock_observe(pthread_mutex_t *m, void *callsite)
 {
 	static const struct wait_spec forever = { .how = WAIT_FOREVER };
 
-	uint8_t path = elide.path;
+	return mutex_lock_watching(m, &forever, callsite);
+}
 
-	if (likely(path == PATH_OFF))
-		return real_mutex_lock(m);
-	if (path == PATH_WATCH && own_mutex_words(m))
-		return mutex_lock_adaptive_own(m, __builtin_return_address(0));
-	if (path == PATH_OBSERVE)
-		return mutex_lock_watching(m, &forever, __builtin_return_address(0));
-	if (likely(mutex_takes_fast_path(m)))
-		return real_mutex_lock(m);
-	return mutex_acquire_not_fast(m, &forever, __builtin_return_address(0));
+static int (*mutex_lock_of_path(uint8_t path))(pthread_mutex_t *, void *)
+{
+	switch (path) {
+	case PATH_WATCH:
+		return mutex_lock_adaptive;
+	case PATH_TRACK_ALL:
+		return mutex_lock_tracking;
+	case PATH_OBSERVE:
+		return mutex_lock_observe;
+	}
+	return mutex_lock_off;
+}
+
+/* Both together: the path, read by most entry points, and the lock's. */
+static void set_path(uint8_t path)
+{
+	__atomic_store_n(&elide.path, path, __ATOMIC_RELEASE);
+	__atomic_store_n(&elide.mutex_lock, mutex_lock_of_path(path), __ATOMIC_RELEASE);
+}
+
+_public_ _hot_path_ int pthread_mutex_lock(pthread_mutex_t *m)
+{
+	int (*lock)(pthread_mutex_t *, void *) = __atomic_load_n(&elide.mutex_lock, __ATOMIC_RELAXED);
+
+	return lock(m, __builtin_return_address(0));
 }
 
 /* A timed acquisition of a skipping mutex (mutex_skipping()). */
@@ -1857,7 +1945,7 @@ static __attribute__((noinline)) int mutex_unlock_watched(pthread_mutex_t *m)
 	return r;
 }
 
-_public_ int pthread_mutex_unlock(pthread_mutex_t *m)
+_public_ _hot_path_ int pthread_mutex_unlock(pthread_mutex_t *m)
 {
 	/* Nothing elided by this thread (every non-RTM case, and every real
 	 * hold of a thread outside elided sections), or held for real.  The
@@ -2112,14 +2200,14 @@ static inline __attribute__((always_inline)) bool rwlock_takes_fast_path(pthread
 	return __atomic_load_n(rwlock_idx_ptr(rw, write), __ATOMIC_RELAXED) == 0 && !rwlock_in_use(rw);
 }
 
-_public_ int pthread_rwlock_rdlock(pthread_rwlock_t *rw)
+_public_ _hot_path_ int pthread_rwlock_rdlock(pthread_rwlock_t *rw)
 {
 	if (likely(rwlock_takes_fast_path(rw, false)))
 		return real_rwlock_rdlock(rw);
 	return rwlock_acquire_not_fast(rw, OP_RDLOCK, WAIT_FOREVER, 0, NULL, __builtin_return_address(0));
 }
 
-_public_ int pthread_rwlock_wrlock(pthread_rwlock_t *rw)
+_public_ _hot_path_ int pthread_rwlock_wrlock(pthread_rwlock_t *rw)
 {
 	if (likely(rwlock_takes_fast_path(rw, true)))
 		return real.rwlock_wrlock(rw);
@@ -2195,7 +2283,7 @@ static __attribute__((noinline)) int rwlock_unlock_watched(pthread_rwlock_t *rw)
 	return r;
 }
 
-_public_ int pthread_rwlock_unlock(pthread_rwlock_t *rw)
+_public_ _hot_path_ int pthread_rwlock_unlock(pthread_rwlock_t *rw)
 {
 	/* A reader count cannot tell our elided read from a real one: only the
 	 * thread's own elided set can. */
@@ -2544,7 +2632,7 @@ static uint8_t path_of_mode(enum elide_mode mode)
 void elide_set_mode(enum elide_mode mode)
 {
 	elide.opts.mode = mode;
-	__atomic_store_n(&elide.path, path_of_mode(mode), __ATOMIC_RELEASE);
+	set_path(path_of_mode(mode));
 	registry_apply_mode();
 }
 
@@ -2601,7 +2689,7 @@ __attribute__((constructor(101))) static void elide_init(void)
 			log_info("free rwlocks are read-locked by libelide with glibc's protocol");
 	}
 	elide.enabled = elide.disabled_reason == NULL;
-	__atomic_store_n(&elide.path, path_of_mode(elide.opts.mode), __ATOMIC_RELEASE);
+	set_path(path_of_mode(elide.opts.mode));
 	segment_publish_status();
 	errno = saved_errno;
 }
