@@ -1842,15 +1842,11 @@ static _hot_path_ int mutex_lock_adaptive(pthread_mutex_t *m, void *callsite)
 		 * (the counter at 2 threads fell from 0.92 to 0.73x plain). */
 		if (unlikely(glibc_mutex_skip_load(m) != 0))
 			return mutex_lock_skipping_own(m);
-		if (unlikely((glibc_mutex_idx_load(m) | mutex_word(m)) != 0))
+		if (unlikely(glibc_mutex_idx_load(m) != 0))
 			return mutex_acquire_not_fast(m, &forever, callsite);
-		if (unlikely(process_single_threaded())) {
-			/* glibc's plain store when no other thread exists;
-			 * the word was just seen free and nothing else runs. */
-			__atomic_store_n(&m->__data.__lock, 1, __ATOMIC_RELAXED);
-			return mutex_words_note_holder(m);
-		}
-		return mutex_words_lock_threaded(m);
+		if (unlikely(!mutex_words_take_word(m)))
+			return mutex_acquire_not_fast(m, &forever, callsite);
+		return mutex_words_note_holder(m);
 	}
 	return mutex_lock_tracking(m, callsite);
 }
