@@ -301,8 +301,7 @@ sim_rows=$runtime_dir/sim-rows.md
 # rounds' ratios.
 cmp_ratio() {
 	if [[ $paired == yes ]]; then
-		paste -d ' ' <(tr ' ' '\n' <<<"$1" | grep .) <(tr ' ' '\n' <<<"$2" | grep .) |
-			awk '$2 > 0 { printf "%.6f ", $1 / $2 }' | median | xargs printf '%.3f'
+		paired_ratio "$1" "$2"
 	else
 		ratio "$(median <<<"$1")" "$(median <<<"$2")"
 	fi

@@ -24,6 +24,13 @@ ratio() {
 	awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else printf "n/a" }'
 }
 
+# paired_ratio LIST_A LIST_B: the median of the rounds' ratios A/B, the
+# lists in round order (runs seconds apart: the machine's drift cancels).
+paired_ratio() {
+	paste -d ' ' <(tr ' ' '\n' <<<"$1" | grep .) <(tr ' ' '\n' <<<"$2" | grep .) |
+		awk '$2 > 0 { printf "%.6f ", $1 / $2 }' | median | xargs printf '%.3f'
+}
+
 # The report's first lines: when, on what, and whether RTM is there at all.
 machine_lines() {
 	local cpu rtm

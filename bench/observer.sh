@@ -47,6 +47,7 @@ elided="$builddir/elided/elided"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/observer.XXXXXX")
 daemon=
+observer_attach="unknown"
 cleanup() { [[ -n $daemon ]] && kill "$daemon" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 mkdir -m 1777 "$tmp/run"
@@ -66,6 +67,9 @@ start_elided() {
 	if grep -q "not observed" "$tmp/elided.log"; then
 		die "the observer did not load: $(grep "not observed" "$tmp/elided.log")"
 	fi
+	attach=$(sed -n 's/.*observing the lock waits of programs without libelide (BPF: \(.*\))$/\1/p' \
+		"$tmp/elided.log" | head -n 1)
+	[[ -z $attach ]] || observer_attach=$attach
 }
 stop_elided() { kill -TERM "$daemon"; wait "$daemon" 2>/dev/null || true; daemon=; }
 one_run() { "$bench" -w "$1" -t "$2" -d "$duration_ms" | sed -n 's/.*ops_per_sec=\([0-9.]*\).*/\1/p'; }
@@ -74,7 +78,7 @@ one_run() { "$bench" -w "$1" -t "$2" -d "$duration_ms" | sed -n 's/.*ops_per_sec
 	echo "## BPF observer of lock waits: elide-bench without libelide, with and without elided"
 	echo
 	machine_lines
-	echo "- runs: $runs per configuration, interleaved; duration: $duration_ms ms per run; figure: median ops/s"
+	echo "- runs: $runs per configuration, interleaved, the order turning each round; duration: $duration_ms ms per run; figure: median ops/s; ratios: median of the rounds' ratios"
 	echo
 	echo "| workload | threads | no elided Mops/s | elided --no-bpf / none | elided + BPF observer / none | observer / --no-bpf |"
 	echo "|---|---:|---:|---:|---:|---:|"
@@ -86,19 +90,22 @@ for w in $workloads; do
 		echo -n "$prog: $w threads=$t:" >&2
 		for r in $(seq "$runs"); do
 			echo -n " $r" >&2
-			none+=("$(one_run "$w" "$t")")
-			start_elided --no-bpf
-			nobpf+=("$(one_run "$w" "$t")")
-			stop_elided
-			start_elided
-			bpf+=("$(one_run "$w" "$t")")
-			stop_elided
+			# The order turns each round, so none always runs first.
+			for k in 0 1 2; do
+				case $(((r + k) % 3)) in
+				0) none+=("$(one_run "$w" "$t")") ;;
+				1) start_elided --no-bpf; nobpf+=("$(one_run "$w" "$t")"); stop_elided ;;
+				2) start_elided; bpf+=("$(one_run "$w" "$t")"); stop_elided ;;
+				esac
+			done
 		done
 		echo >&2
-		m0=$(echo "${none[@]}" | median); m1=$(echo "${nobpf[@]}" | median); m2=$(echo "${bpf[@]}" | median)
+		m0=$(echo "${none[@]}" | median)
 		printf '| %s | %s | %.2f | %s | %s | %s |\n' "$w" "$t" "$(awk -v v="$m0" 'BEGIN { print v / 1e6 }')" \
-			"$(ratio "$m1" "$m0")" "$(ratio "$m2" "$m0")" "$(ratio "$m2" "$m1")" >>"$tmp/report"
+			"$(paired_ratio "${nobpf[*]}" "${none[*]}")" "$(paired_ratio "${bpf[*]}" "${none[*]}")" \
+			"$(paired_ratio "${bpf[*]}" "${nobpf[*]}")" >>"$tmp/report"
 	done
 done
+echo "- observer attached with: $observer_attach" >>"$tmp/report"
 cat "$tmp/report"
 [[ -z $out ]] || cp "$tmp/report" "$out"

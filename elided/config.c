@@ -147,15 +147,23 @@ static int get_int(const struct parser *p, const config_setting_t *s, long long 
 	return 0;
 }
 
-static int get_bool(const struct parser *p, const config_setting_t *s, bool *ret)
+/* true, false or "auto". */
+static int get_observe_lock_waits(const struct parser *p, const config_setting_t *s, enum observe_lock_waits *ret)
 {
 	int type = config_setting_type(s);
 
-	if (type != CONFIG_TYPE_BOOL)
-		return fail(p, s, "%s: expected a boolean (true or false), got %s", config_setting_name(s),
-			    type_name(type));
-	*ret = config_setting_get_bool(s) != 0;
-	return 0;
+	if (type == CONFIG_TYPE_BOOL) {
+		*ret = config_setting_get_bool(s) ? OBSERVE_LOCK_WAITS_ON : OBSERVE_LOCK_WAITS_OFF;
+		return 0;
+	}
+	if (type == CONFIG_TYPE_STRING && streq(config_setting_get_string(s), "auto")) {
+		*ret = OBSERVE_LOCK_WAITS_AUTO;
+		return 0;
+	}
+	if (type == CONFIG_TYPE_STRING)
+		return fail(p, s, "%s: expected true, false or \"auto\", got \"%s\"", config_setting_name(s),
+			    config_setting_get_string(s));
+	return fail(p, s, "%s: expected true, false or \"auto\", got %s", config_setting_name(s), type_name(type));
 }
 
 static int get_number(const struct parser *p, const config_setting_t *s, double min, double max, double *ret)
@@ -491,7 +499,7 @@ static int parse_daemon(const struct parser *p, const config_setting_t *g, struc
 			if (r >= 0)
 				cfg->max_segments_per_uid = (uint32_t)v;
 		} else if (streq(name, "observe_lock_waits")) {
-			r = get_bool(p, s, &cfg->observe_lock_waits);
+			r = get_observe_lock_waits(p, s, &cfg->observe_lock_waits);
 		} else if (streq(name, "metrics_dir")) {
 			r = get_metrics_dir(p, s, &cfg->metrics_dir);
 		} else if (streq(name, "metrics_interval")) {
@@ -956,6 +964,7 @@ static struct elide_config *config_new(void)
 	if (!cfg)
 		return NULL;
 	cfg->interval = DEFAULT_INTERVAL;
+	cfg->observe_lock_waits = OBSERVE_LOCK_WAITS_AUTO;
 	cfg->max_segments_per_uid = DEFAULT_MAX_SEGMENTS_PER_UID;
 	cfg->metrics_interval = 15.0;
 	cfg->metrics_programs = 100;

@@ -278,7 +278,7 @@ struct elided {
 	/* futexwatch.c: lock waits of programs without libelide; NULL = not
 	 * observed, futexwatch_why says why. */
 	struct futexwatch *futexwatch;
-	char futexwatch_why[96];
+	char futexwatch_why[128];
 	bool allow_bpf;              /* not --no-bpf */
 };
 

@@ -39,6 +39,22 @@ struct futexwatch {
 	const char *method;          /* which programs are attached */
 };
 
+#ifdef HAVE_BPF
+/* Where the programs attach, cheapest first. */
+enum futexwatch_attach {
+	FUTEXWATCH_FENTRY,
+	FUTEXWATCH_SCHED_SWITCH,
+	FUTEXWATCH_SYSCALLS,
+	FUTEXWATCH_ATTACH_COUNT,
+};
+
+static const char *const futexwatch_attach_names[] = {
+	[FUTEXWATCH_FENTRY] = "fentry/fexit __x64_sys_futex",
+	[FUTEXWATCH_SCHED_SWITCH] = "tp_btf sched_switch",
+	[FUTEXWATCH_SYSCALLS] = "tp_btf sys_enter/sys_exit",
+};
+#endif
+
 const char *elided_futexwatch_state(const struct elided *d)
 {
 	return d->futexwatch ? d->futexwatch->method : d->futexwatch_why;
@@ -58,9 +74,10 @@ int elided_futexwatch_start(struct elided *d)
 	struct futexwatch *w;
 	libbpf_print_fn_t old;
 	long hz = sysconf(_SC_CLK_TCK);
+	enum futexwatch_attach how, last;
 	int r;
 
-	if (!d->config->observe_lock_waits) {
+	if (d->config->observe_lock_waits == OBSERVE_LOCK_WAITS_OFF) {
 		snprintf(d->futexwatch_why, sizeof(d->futexwatch_why), "off (daemon.observe_lock_waits = false)");
 		return 0;
 	}
@@ -73,26 +90,27 @@ int elided_futexwatch_start(struct elided *d)
 		return -ENOMEM;
 	w->ns_per_tick = hz > 0 ? 1000000000u / (uint64_t)hz : 0;
 	/* libbpf's own chatter on a kernel that cannot: one line of ours
-	 * instead.  Trampolines first (futex calls only), else the raw
-	 * system-call tracepoints (every call, leaving at once). */
+	 * instead.  Cheapest first (futexwatch.bpf.c): trampolines on the
+	 * futex call, else the context switch, else (only when asked for:
+	 * they slow every system call) the raw system-call tracepoints. */
+	last = d->config->observe_lock_waits == OBSERVE_LOCK_WAITS_ON ? FUTEXWATCH_SYSCALLS : FUTEXWATCH_SCHED_SWITCH;
 	old = libbpf_set_print(silent_print);
-	for (int attempt = 0; attempt < 2; attempt++) {
-		bool tp = attempt == 1;
-
+	for (how = 0; how <= last; how++) {
 		w->skel = futexwatch_bpf__open();
 		if (!w->skel) {
 			r = -errno;
 			break;
 		}
-		bpf_program__set_autoload(w->skel->progs.futexwatch_enter, !tp);
-		bpf_program__set_autoload(w->skel->progs.futexwatch_exit, !tp);
-		bpf_program__set_autoload(w->skel->progs.futexwatch_sys_enter, tp);
-		bpf_program__set_autoload(w->skel->progs.futexwatch_sys_exit, tp);
+		bpf_program__set_autoload(w->skel->progs.futexwatch_enter, how == FUTEXWATCH_FENTRY);
+		bpf_program__set_autoload(w->skel->progs.futexwatch_exit, how == FUTEXWATCH_FENTRY);
+		bpf_program__set_autoload(w->skel->progs.futexwatch_switch, how == FUTEXWATCH_SCHED_SWITCH);
+		bpf_program__set_autoload(w->skel->progs.futexwatch_sys_enter, how == FUTEXWATCH_SYSCALLS);
+		bpf_program__set_autoload(w->skel->progs.futexwatch_sys_exit, how == FUTEXWATCH_SYSCALLS);
 		r = futexwatch_bpf__load(w->skel);
 		if (r >= 0)
 			r = futexwatch_bpf__attach(w->skel);
 		if (r >= 0) {
-			w->method = tp ? "tp_btf sys_enter/sys_exit" : "fentry/fexit __x64_sys_futex";
+			w->method = futexwatch_attach_names[how];
 			break;
 		}
 		futexwatch_bpf__destroy(w->skel);
@@ -102,9 +120,11 @@ int elided_futexwatch_start(struct elided *d)
 	if (!w->skel) {
 		if (r >= 0)
 			r = -EINVAL;
-		snprintf(d->futexwatch_why, sizeof(d->futexwatch_why), "unavailable: %s", strerror(-r));
-		log_info("lock waits of programs without libelide are not observed: the BPF program does not load: %s",
-			 strerror(-r));
+		const char *cheap_only = last == FUTEXWATCH_SYSCALLS ? "" : " (\"auto\": without the system-call tracepoints)";
+
+		snprintf(d->futexwatch_why, sizeof(d->futexwatch_why), "unavailable: %s%s", strerror(-r), cheap_only);
+		log_info("lock waits of programs without libelide are not observed: the BPF program does not load%s: %s",
+			 cheap_only, strerror(-r));
 		free(w);
 		return 0;
 	}

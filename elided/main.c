@@ -137,6 +137,7 @@ int elided_reload(struct elided *d, char *err, size_t errlen)
 {
 	struct elide_config *fresh = NULL;
 	double old_interval = d->config->interval;
+	enum observe_lock_waits old_observe = d->config->observe_lock_waits;
 	int r;
 
 	sd_notify(false, "RELOADING=1\nSTATUS=Reloading configuration");
@@ -157,8 +158,8 @@ int elided_reload(struct elided *d, char *err, size_t errlen)
 	reload_event(d, LOG_INFO, "ok", "configuration reloaded from %zu file%s", fresh->nfiles,
 		     fresh->nfiles == 1 ? "" : "s");
 	elided_redecide_all(d);
-	/* daemon.observe_lock_waits turned on or off. */
-	if (fresh->observe_lock_waits != (d->futexwatch != NULL)) {
+	/* daemon.observe_lock_waits changed: load (or not) what it allows now. */
+	if (fresh->observe_lock_waits != old_observe) {
 		elided_futexwatch_stop(d);
 		if (elided_futexwatch_start(d) < 0)
 			log_oom();

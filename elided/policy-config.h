@@ -67,10 +67,17 @@ struct program_rule {
 	char where[160];             /* "file:line" */
 };
 
+/* daemon.observe_lock_waits: where the observer may attach (futexwatch.c). */
+enum observe_lock_waits {
+	OBSERVE_LOCK_WAITS_OFF,
+	OBSERVE_LOCK_WAITS_AUTO,     /* the cheap attachments only: futex calls or context switches */
+	OBSERVE_LOCK_WAITS_ON,       /* the system-call tracepoints too, where nothing cheaper loads */
+};
+
 struct elide_config {
 	double interval;             /* seconds between aggregations, 0.05..3600, default 1.0 */
 	uint32_t max_segments_per_uid; /* cap per user, 1..100000, default 64 */
-	bool observe_lock_waits;     /* BPF observer of programs without libelide, default false */
+	enum observe_lock_waits observe_lock_waits; /* BPF observer of programs without libelide, default auto */
 	/* Prometheus textfile output (elided/metrics.c); off while NULL. */
 	char *metrics_dir;           /* absolute path of the collector's directory */
 	double metrics_interval;     /* seconds between writes, 1..3600, default 15 */

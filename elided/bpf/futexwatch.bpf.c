@@ -10,10 +10,15 @@
  * argument, the registers: attachable on every kernel with BPF trampolines,
  * whatever do_futex()'s arity) time those calls and add them up per
  * process and futex word; every other futex call returns at once.  Where
- * trampolines are refused (kernels without ftrace), the BTF raw
- * tracepoints on every system call's entry and exit do the same, leaving
- * at once for any call but futex: futexwatch.c loads one pair or the other.  The
- * word of a mutex is its first field, so the word's address names the lock.
+ * trampolines are refused, the scheduler's context switch does it instead:
+ * a thread that gives up its CPU inside such a futex call (its system-call
+ * registers say so) starts a sleep, and the switch back to it ends the
+ * sleep.  That costs every context switch a few loads, where the last
+ * resort, the BTF raw tracepoints on every system call's entry and exit,
+ * sends every system call of every process down the kernel's slow path
+ * (bench/RESULTS.md: 15-30% on a futex-heavy benchmark).  futexwatch.c
+ * loads the first pair the kernel takes.  The word of a mutex is its first
+ * field, so the word's address names the lock.
  * CO-RE: built once against vmlinux.h.
  */
 #include "vmlinux.h"
@@ -32,6 +37,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define FUTEX_PRIVATE_FLAG 128
 #define FUTEX_CLOCK_REALTIME 256
 #define MUTEX_HELD_WITH_WAITERS 2
+#define PF_KTHREAD 0x00200000 /* include/linux/sched.h */
 
 struct sleep_start {
 	__u64 start_ns;
@@ -57,40 +63,51 @@ struct task_struct___sb {
 	u64 start_boottime;
 } __attribute__((preserve_access_index));
 
-static __always_inline int futex_enter(const struct pt_regs *regs)
+/* A mutex's sleep: FUTEX_WAIT for "held, with waiters", or a PI lock. */
+static __always_inline bool futex_is_lock_wait(const struct pt_regs *regs)
 {
 	int cmd = (int)BPF_CORE_READ(regs, si) & ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
 	__u32 val = (__u32)BPF_CORE_READ(regs, dx);
+
+	return (cmd == FUTEX_WAIT && val == MUTEX_HELD_WITH_WAITERS) || cmd == FUTEX_LOCK_PI ||
+	       cmd == FUTEX_LOCK_PI2;
+}
+
+static __always_inline void sleep_begin(struct task_struct *t, const struct pt_regs *regs)
+{
 	struct sleep_start *s;
 
-	if (!((cmd == FUTEX_WAIT && val == MUTEX_HELD_WITH_WAITERS) || cmd == FUTEX_LOCK_PI ||
-	      cmd == FUTEX_LOCK_PI2))
-		return 0;
-	s = bpf_task_storage_get(&sleepers, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	s = bpf_task_storage_get(&sleepers, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!s)
-		return 0;
+		return;
 	s->uaddr = BPF_CORE_READ(regs, di);
 	s->start_ns = bpf_ktime_get_ns();
+}
+
+static __always_inline int futex_enter(const struct pt_regs *regs)
+{
+	if (futex_is_lock_wait(regs))
+		sleep_begin(bpf_get_current_task_btf(), regs);
 	return 0;
 }
 
-static __always_inline int futex_exit(void)
+/* The sleep of t, if one began, ends: added to its process's lock. */
+static __always_inline int sleep_end(struct task_struct *t)
 {
-	__u64 id = bpf_get_current_pid_tgid();
 	struct task_struct___sb *leader;
 	struct futexwatch_value *v, zero = {};
 	struct futexwatch_key k = {};
 	struct sleep_start *s;
 	__u64 slept;
 
-	s = bpf_task_storage_get(&sleepers, bpf_get_current_task_btf(), 0, 0);
+	s = bpf_task_storage_get(&sleepers, t, 0, 0);
 	if (!s || !s->start_ns)
 		return 0;
 	slept = bpf_ktime_get_ns() - s->start_ns;
 	k.uaddr = s->uaddr;
 	s->start_ns = 0;
-	k.tgid = (__u32)(id >> 32);
-	leader = (void *)BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), group_leader);
+	k.tgid = (__u32)BPF_CORE_READ(t, tgid);
+	leader = (void *)BPF_CORE_READ(t, group_leader);
 	if (bpf_core_field_exists(leader->start_boottime))
 		k.start_boottime = BPF_CORE_READ(leader, start_boottime);
 	v = bpf_map_lookup_elem(&waits, &k);
@@ -117,10 +134,29 @@ int BPF_PROG(futexwatch_enter, const struct pt_regs *regs)
 SEC("fexit/__x64_sys_futex")
 int BPF_PROG(futexwatch_exit, const struct pt_regs *regs, long ret)
 {
-	return futex_exit();
+	return sleep_end(bpf_get_current_task_btf());
 }
 
 #define NR_FUTEX_X86_64 202
+
+/*
+ * prev gives up its CPU: asleep in a lock's futex wait when it did not
+ * lose it to preemption and its system-call registers (the user's, saved
+ * at entry) are those of one.  next runs again: a sleep of its ends.  A
+ * wait that never sleeps (the word changed first) is not seen: it did not
+ * wait.
+ */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(futexwatch_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	if (!preempt && !(BPF_CORE_READ(prev, flags) & PF_KTHREAD)) {
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+
+		if (regs && BPF_CORE_READ(regs, orig_ax) == NR_FUTEX_X86_64 && futex_is_lock_wait(regs))
+			sleep_begin(prev, regs);
+	}
+	return sleep_end(next);
+}
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(futexwatch_sys_enter, struct pt_regs *regs, long id)
@@ -135,5 +171,5 @@ int BPF_PROG(futexwatch_sys_exit, struct pt_regs *regs, long ret)
 {
 	if (BPF_CORE_READ(regs, orig_ax) != NR_FUTEX_X86_64)
 		return 0;
-	return futex_exit();
+	return sleep_end(bpf_get_current_task_btf());
 }

@@ -9,7 +9,7 @@
 # libelide is not listed there (its segment reports it); a user sees only
 # its own programs; after the program exits its entry goes.
 # Skips (77, with the reason) when not root or when the observer does not
-# load here (no BTF, no BPF trampolines).
+# load here (no BTF).
 set -u
 
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/testlib.sh"
@@ -23,8 +23,9 @@ measure="$top_builddir/tests/integration/watch-measure"
 [ "$(head -c 2 "$measure")" = "#!" ] && measure="$(dirname "$measure")/.libs/$(basename "$measure")"
 rundir="$tmp/run"
 mkdir -m 1777 "$rundir"
+# observe_lock_waits left at its default, "auto".
 cat > "$tmp/elide.conf" <<EOF
-daemon: { interval = 0.5; observe_lock_waits = true; };
+daemon: { interval = 0.5; };
 EOF
 
 "$elided" --config "$tmp/elide.conf" --runtime-dir "$rundir" >"$tmp/elided.log" 2>&1 &
@@ -35,6 +36,8 @@ if ! "${B[@]}" call $NAME $OBJ $IFACE ListObservedLocks >"$tmp/first" 2>&1; then
 	skip "the BPF observer does not load here: $(cat "$tmp/first")"
 fi
 ok "ListObservedLocks answers"
+how=$(sed -n 's/.*observing the lock waits of programs without libelide (BPF: \(.*\))$/\1/p' "$tmp/elided.log")
+[ -n "$how" ] && ok "attached with $how" || fail "no start-up line names the attachment: $(cat "$tmp/elided.log")"
 
 # Without libelide: 2 threads, 20 us sections.
 "$measure" --threads 2 --hold-us 20 --gap-us 5 --ms 1500 >"$tmp/plain.out" 2>&1 &
@@ -54,9 +57,12 @@ r=$(row "$plain")
 waits=$(jq '[.[][7]] | add // 0' <<<"$r"); slept=$(jq '[.[][8]] | add // 0' <<<"$r")
 own=$(sed -n 's/.* wait_ns=\([0-9]*\).*/\1/p' "$tmp/plain.out")
 [ "$waits" -gt 0 ] && ok "$waits lock waits slept" || fail "no waits: $r"
-# Sleeping is part of what the program timed around its lock calls.
-awk -v a="$slept" -v b="$own" 'BEGIN { exit !(b > 0 && a > 0 && a <= b * 1.05) }' &&
-	ok "slept $slept ns, within the program's own $own ns of waiting" || fail "slept $slept ns, the program waited $own ns"
+# Sleeping is part of what the program timed around its lock calls, and
+# with 20 us sections most of it (95% measured here through sched_switch); a
+# third catches sleeps that go unseen.
+awk -v a="$slept" -v b="$own" 'BEGIN { exit !(b > 0 && a >= b * 0.3 && a <= b * 1.05) }' &&
+	ok "slept $slept ns, $(awk -v a="$slept" -v b="$own" 'BEGIN { printf "%.0f%%", 100 * a / b }') of the program's own $own ns of waiting" ||
+	fail "slept $slept ns, the program waited $own ns"
 jq -e --arg exe "$(basename "$measure")" '.[0][5] | startswith($exe + "+0x")' <<<"$r" >/dev/null &&
 	ok "named by module and offset: $(jq -r '.[0][5]' <<<"$r")" || fail "lock name: $(jq -r '.[0][5]' <<<"$r")"
 [ "$(jq length <<<"$(row "$watched")")" = 0 ] && ok "a program under libelide is left to its segment" ||

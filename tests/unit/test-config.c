@@ -73,7 +73,7 @@ static void assert_builtin_values(const struct elide_config *cfg)
 {
 	ck_assert_double_eq(cfg->interval, 1.0);
 	ck_assert_uint_eq(cfg->max_segments_per_uid, 64);
-	ck_assert(!cfg->observe_lock_waits);
+	ck_assert_int_eq(cfg->observe_lock_waits, OBSERVE_LOCK_WAITS_AUTO);
 	ck_assert_int_eq(cfg->default_mode, POLICY_MODE_ADAPTIVE);
 	ck_assert_double_eq(cfg->default_knobs.max_abort_ratio, 0.5);
 	ck_assert_uint_eq(cfg->default_knobs.min_aborts, 1000);
@@ -398,8 +398,10 @@ static const struct bad_case bad_cases[] = {
 	/* unknown keys, at every level */
 	{ "daemon: { interval = 1.0; };\nfoo = 1;\n", 2, "unknown top-level key \"foo\"" },
 	{ "daemon: {\n  interval = 1.0;\n  speed = 2;\n};\n", 3, "unknown key \"speed\" in daemon" },
-	{ "daemon: {\n  observe_lock_waits = 1;\n};\n", 2, "observe_lock_waits: expected a boolean (true or false), got an integer" },
-	{ "daemon: {\n  observe_lock_waits = \"yes\";\n};\n", 2, "expected a boolean" },
+	{ "daemon: {\n  observe_lock_waits = 1;\n};\n", 2,
+	  "observe_lock_waits: expected true, false or \"auto\", got an integer" },
+	{ "daemon: {\n  observe_lock_waits = \"yes\";\n};\n", 2,
+	  "observe_lock_waits: expected true, false or \"auto\", got \"yes\"" },
 	{ "default: {\n  mode = \"watch\";\n  colour = 2;\n};\n", 3, "unknown key \"colour\" in default" },
 	{ "default: {\n  mode = \"on\";\n  colour = 2;\n};\n", 3, "unknown key \"colour\" in default" },
 	{ "program = (\n  { exe = \"/bin/x\";\n    colour = \"red\"; }\n);\n", 3, "unknown key \"colour\" in program" },
@@ -484,6 +486,33 @@ START_TEST(test_error_in_dropin)
 END_TEST
 
 /* @include works next to the including file, and errors name the right file. */
+/* observe_lock_waits: false, "auto" (the cheap attachments) or true. */
+START_TEST(test_observe_lock_waits)
+{
+	static const struct {
+		const char *value;
+		enum observe_lock_waits want;
+	} cases[] = {
+		{ "false", OBSERVE_LOCK_WAITS_OFF },
+		{ "\"auto\"", OBSERVE_LOCK_WAITS_AUTO },
+		{ "true", OBSERVE_LOCK_WAITS_ON },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		_cleanup_free_ char *text = NULL, *path = NULL;
+		struct elide_config *cfg;
+
+		ck_assert_int_ge(asprintf(&text, "daemon: { observe_lock_waits = %s; };\n", cases[i].value), 0);
+		path = write_file("observe.conf", text);
+		cfg = load_ok(path, NULL);
+		ck_assert_msg(cfg->observe_lock_waits == cases[i].want, "%s: %d", cases[i].value,
+			      (int)cfg->observe_lock_waits);
+		config_free(cfg);
+		unlink(path);
+	}
+}
+END_TEST
+
 START_TEST(test_include)
 {
 	_cleanup_free_ char *good = NULL, *part = NULL, *bad = NULL, *badpart = NULL, *missing = NULL,
@@ -734,6 +763,7 @@ int main(void)
 
 	tcase_add_test(tc, test_builtin_default);
 	tcase_add_test(tc, test_example);
+	tcase_add_test(tc, test_observe_lock_waits);
 	tcase_add_test(tc, test_matching_and_merge);
 	tcase_add_test(tc, test_dropins);
 	tcase_add_test(tc, test_vendor_dirs);
