@@ -1825,9 +1825,10 @@ static __attribute__((noinline)) int mutex_lock_skipping_own(pthread_mutex_t *m)
 /*
  * Adaptive mode, a default mutex whose words libelide takes: its own line
  * decides everything, and nothing of the thread's is looked at before the
- * compare-and-swap.  A skip left (mutex_skipping()): take it.  No record
- * and free: take it, as glibc would.  Otherwise (tracked and not skipping:
- * eliding, watched, or its skip just ran out; or held) the slow path.  Its
+ * compare-and-swap.  A skip left (mutex_skipping()): take it.  No record:
+ * its compare-and-swap is the look and takes it as glibc would.  Otherwise
+ * (tracked and not skipping: eliding, watched, or its skip just ran out;
+ * or the CAS found it held) the slow path.  Its
  * bursts are the mutex's skips, never the thread's (grant_burst()), so the
  * thread's slots have nothing to say here.
  */
