@@ -22,6 +22,7 @@
 
 struct daemon_status {
 	char *version, *discovery, *runtime_dir, *last_reload, *rtm_reason, *summary;
+	char *observer;               /* LockWaitObserver; NULL from an elided without it */
 	char **config_files;
 	int rtm_usable;
 	double interval;
@@ -41,6 +42,7 @@ static void daemon_status_free(struct daemon_status *d)
 {
 	free(d->version);
 	free(d->discovery);
+	free(d->observer);
 	free(d->runtime_dir);
 	free(d->last_reload);
 	free(d->rtm_reason);
@@ -86,6 +88,9 @@ static int read_daemon(sd_bus *bus, struct daemon_status *d, sd_bus_error *e)
 	    (r = get_string(bus, "LastReload", &d->last_reload, e)) < 0 ||
 	    (r = get_string(bus, "RtmReason", &d->rtm_reason, e)) < 0)
 		return r;
+	/* An elided from before the property: the line is left out. */
+	if (get_string(bus, "LockWaitObserver", &d->observer, NULL) < 0)
+		d->observer = NULL;
 	r = sd_bus_get_property_strv(bus, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, "ConfigFiles", e,
 				     &d->config_files);
 	if (r < 0)
@@ -145,6 +150,10 @@ static void status_json(const struct daemon_status *d, bool daemon, const struct
 		json_last_reload(&j, d->last_reload);
 		json_key(&j, "discovery");
 		json_discovery(&j, d->discovery);
+		if (d->observer) {
+			json_key(&j, "lock_wait_observer");
+			json_string(&j, d->observer);
+		}
 		json_key(&j, "runtime_directory");
 		json_string(&j, d->runtime_dir);
 		json_key(&j, "interval");
@@ -276,6 +285,8 @@ int verb_status(struct source *s, const struct ctl_options *o, int argc, char **
 		line("Config", buf[0] ? buf : "-");
 		line("Last reload", d.last_reload[0] ? d.last_reload : "none since start");
 		line("Discovery", d.discovery);
+		if (d.observer)
+			line("Lock waits", d.observer);
 		line("Runtime dir", d.runtime_dir);
 		snprintf(buf, sizeof(buf), "%.2gs", d.interval);
 		line("Interval", buf);

@@ -10,6 +10,8 @@
  * Properties (readable by anyone):
  *   Version           s   elided's version
  *   DiscoveryMethod   s   discovery_describe(): "bpf (...)" or "fallback (inotify + pidfd): why"
+ *   LockWaitObserver  s   the BPF observer of programs without libelide:
+ *                         "on (ATTACHMENT)" or "off (why)" / "unavailable: why"
  *   RuntimeDirectory  s   where the segments are (/run/elide)
  *   ConfigFiles       as  configuration files read, in order
  *   LastReload        s   "ok at ..." or the last reload's error
@@ -386,6 +388,20 @@ static int property_get_discovery(sd_bus *bus, const char *path, const char *int
 	if (!d->discovery)
 		return sd_bus_message_append(reply, "s", "none");
 	return sd_bus_message_append(reply, "s", bus_string(discovery_describe(d->discovery), buf, sizeof(buf)));
+}
+
+static int property_get_lock_wait_observer(sd_bus *bus, const char *path, const char *interface,
+					   const char *property, sd_bus_message *reply, void *userdata,
+					   sd_bus_error *error)
+{
+	struct elided *d = userdata;
+	char buf[192];
+
+	if (d->futexwatch)
+		snprintf(buf, sizeof(buf), "on (%s)", elided_futexwatch_state(d));
+	else
+		snprintf(buf, sizeof(buf), "%s", elided_futexwatch_state(d));
+	return sd_bus_message_append(reply, "s", buf);
 }
 
 static int property_get_runtime_dir(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -1145,6 +1161,7 @@ static const sd_bus_vtable manager_vtable[] = {
 	/* Flags 0: may change, but no PropertiesChanged is sent; read them afresh. */
 	SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
 	SD_BUS_PROPERTY("DiscoveryMethod", "s", property_get_discovery, 0, 0),
+	SD_BUS_PROPERTY("LockWaitObserver", "s", property_get_lock_wait_observer, 0, 0),
 	SD_BUS_PROPERTY("RuntimeDirectory", "s", property_get_runtime_dir, 0, SD_BUS_VTABLE_PROPERTY_CONST),
 	SD_BUS_PROPERTY("ConfigFiles", "as", property_get_config_files, 0, 0),
 	SD_BUS_PROPERTY("LastReload", "s", property_get_last_reload, 0, 0),

@@ -93,7 +93,7 @@ expect 2 "usage" "run: no command" -- "$elidectl" run
 
 # ---- status -----------------------------------------------------------------
 expect 0 "" "status" -- "$elidectl" status
-for want in "elided: running" "Config: $tmp/elide.conf" "Discovery: " "Hardware: RTM" "Busiest processes" "Last reload"; do
+for want in "elided: running" "Config: $tmp/elide.conf" "Discovery: " "Lock waits: " "Hardware: RTM" "Busiest processes" "Last reload"; do
 	grep -q "$want" "$tmp/out" && ok "status shows '$want'" || fail "status lacks '$want': $(cat "$tmp/out")"
 done
 s=$("$elidectl" status --json)

@@ -48,7 +48,6 @@ noseg_row() { noseg_list | jq -c --argjson pid "$1" '.data[0][] | select(.[0] ==
 noseg_listed() { [ -n "$(noseg_row "$1")" ]; }
 # Not listed by an answer that lists (a failed call is not an absence).
 noseg_not_listed() { local l; l=$(noseg_list) && ! jq -e --argjson pid "$1" '.data[0][] | select(.[0] == $pid)' <<<"$l" >/dev/null; }
-prop() { "${B[@]}" get-property $NAME $OBJ $IFACE "$1" | jq -r .data; }
 pidfds() { ls -l "/proc/$daemon/fd" 2>/dev/null | grep -c 'anon_inode:\[pidfd\]'; }
 logged() { grep -q -- "$1" "$tmp/elided.log"; }
 

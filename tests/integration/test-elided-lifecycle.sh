@@ -51,7 +51,6 @@ start_sleeper() {
 
 listed() { "${B[@]}" call $NAME $OBJ $IFACE ListProcesses | jq -e --argjson pid "$1" '.data[0][] | select(.[0] == $pid)'; }
 not_listed() { ! listed "$1"; }
-prop() { "${B[@]}" get-property $NAME $OBJ $IFACE "$1" | jq -r .data; }
 prop_is() { [ "$(prop "$1")" = "$2" ]; }
 pidfds() { ls -l "/proc/$daemon/fd" 2>/dev/null | grep -c 'anon_inode:\[pidfd\]'; }
 pidfds_at_least() { [ "$(pidfds)" -ge "$1" ]; }

@@ -38,7 +38,6 @@ noseg_listed() { [ -n "$(noseg_row "$1")" ]; }
 # Not listed by an answer that lists (a failed call is not an absence).
 noseg_not_listed() { local l; l=$(noseg_list) && ! jq -e --argjson pid "$1" '.data[0][] | select(.[0] == $pid)' <<<"$l" >/dev/null; }
 listed() { "${B[@]}" call $NAME $OBJ $IFACE ListProcesses | jq -e --argjson pid "$1" '.data[0][] | select(.[0] == $pid)'; }
-prop() { "${B[@]}" get-property $NAME $OBJ $IFACE "$1" | jq -r .data; }
 
 # ---- workloads, before elided ---------------------------------------------
 # With its segment.
@@ -82,6 +81,8 @@ daemon=$!
 poll 10 "${B[@]}" get-property $NAME $OBJ $IFACE Version || { cat "$tmp/elided.log" >&2; echo "FAIL: elided did not come up on the bus" >&2; exit 1; }
 [[ "$(prop DiscoveryMethod)" == "fallback (inotify + pidfd): BPF disabled by --no-bpf" ]] &&
 	ok "discovery: $(prop DiscoveryMethod)" || fail "DiscoveryMethod: $(prop DiscoveryMethod)"
+[[ "$(prop LockWaitObserver)" == "off (--no-bpf)" ]] && ok "observer: $(prop LockWaitObserver)" ||
+	fail "LockWaitObserver: $(prop LockWaitObserver)"
 
 # ---- found by the start-up sweep ------------------------------------------
 poll 10 listed "$seen" && ok "pid $seen (with its segment) tracked" || fail "pid $seen not tracked"

@@ -38,6 +38,12 @@ fi
 ok "ListObservedLocks answers"
 how=$(sed -n 's/.*observing the lock waits of programs without libelide (BPF: \(.*\))$/\1/p' "$tmp/elided.log")
 [ -n "$how" ] && ok "attached with $how" || fail "no start-up line names the attachment: $(cat "$tmp/elided.log")"
+[ "$(prop LockWaitObserver)" = "on ($how)" ] && ok "LockWaitObserver: $(prop LockWaitObserver)" ||
+	fail "LockWaitObserver: '$(prop LockWaitObserver)', expected 'on ($how)'"
+"$elidectl" status | grep -q "Lock waits: on ($how)" && ok "elidectl status: Lock waits: on ($how)" ||
+	fail "elidectl status lacks the observer: $("$elidectl" status 2>&1)"
+[ "$("$elidectl" status --json | jq -r .lock_wait_observer)" = "on ($how)" ] && ok "status --json: lock_wait_observer" ||
+	fail "status --json: $("$elidectl" status --json 2>&1)"
 
 # Without libelide: 2 threads, 20 us sections.
 "$measure" --threads 2 --hold-us 20 --gap-us 5 --ms 1500 >"$tmp/plain.out" 2>&1 &

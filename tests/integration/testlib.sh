@@ -37,6 +37,8 @@ NAME=org.elide.elided1
 OBJ=/org/elide/elided1
 IFACE=org.elide.Manager1
 B=(busctl --system --json=short)
+# prop NAME: a property of elided's, as text.
+prop() { "${B[@]}" get-property $NAME $OBJ $IFACE "$1" | jq -r .data; }
 
 failures=0
 pids=()
