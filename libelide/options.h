@@ -34,6 +34,8 @@ struct elide_options {
 	bool report;              /* report=0|1  per-lock summary on stderr at exit, default 0 */
 	bool stats;               /* stats=0|1   sampled commit counts and the shared segment, default 1;
 				   * 0 keeps aborts (counted off the fast path) in private memory only */
+	bool fork_segment;        /* fork_segment=0|1 a forked child makes its own segment at its first need (1)
+				   * or counts in private memory only and makes no file (0), default 1 */
 	bool force_normal;        /* force_normal=0|1 elide explicit PTHREAD_MUTEX_NORMAL mutexes too, default 0 */
 	bool verbose;             /* verbose=0|1  say at start-up whether and why elision is on, default 0 */
 	bool own_mutex;           /* own_mutex=0|1 lock and unlock default mutexes with glibc's protocol in

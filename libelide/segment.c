@@ -9,7 +9,9 @@
  * parent's locks, none of its counts) and makes its file the first time it
  * has something to publish: a lock record of its own, a contended or
  * aborting tracked lock, a sampled count, a name from elide.h.  A child that
- * only execs or exits never makes one.  Whoever makes a file also removes a
+ * only execs or exits never makes one, nor does any child with
+ * fork_segment=0 (a sandbox forked from a zygote may kill the calls that
+ * make one).  Whoever makes a file also removes a
  * few stale ones of its own uid (sweep_stale()): without elided, files of
  * processes that ended without destructors (_exit, SIGKILL) do not pile up.
  */
@@ -725,7 +727,7 @@ void segment_fork_child(void)
 	h->control_generation_seen = 0;
 	seg.path[0] = '\0';
 	seg.owner = getpid();
-	if (elide.opts.stats) {
+	if (elide.opts.stats && elide.opts.fork_segment) {
 		/* The marker sends the next look for decisions to segment_make_lazy(). */
 		elide.control_seen = SEG_CONTROL_LAZY;
 		atomic_store_explicit(&seg.state, SEG_LAZY, memory_order_relaxed);

@@ -11,6 +11,8 @@
  *    in the parent's segment;
  *  - threads of a child that all need the segment at once make exactly one,
  *    with every lock in it;
+ *  - with fork_segment=0 a child that contends and names a lock makes no
+ *    file (a sandboxed child may not make one), nor counts in its parent's;
  *  - segments of SIGKILLed processes are removed by the next process of the
  *    same uid that makes a segment (at start or in a forked child), at most
  *    8 per segment made; another uid's file, a symlink and a live process's
@@ -177,8 +179,12 @@ static pid_t spawn_role(const char *role, int *ready)
 	return pid;
 }
 
+static int no_fork_segment_role(int fd);
+
 static int child_role(const char *role, int fd)
 {
+	if (!strcmp(role, "no-fork-segment"))
+		return no_fork_segment_role(fd);
 	if (!strcmp(role, "wait")) {
 		/* Until killed. */
 		(void)!write(fd, "r", 1);
@@ -369,6 +375,73 @@ static void contending_child(int fd)
 	dprintf(fd, "%s %s", at_fork ? "at-fork" : "none-at-fork",
 		after_plain == (active == 1) ? "ok" : after_plain ? "made-passing-through" : "none-after-contention");
 	seg_snapshot_free(snap);
+}
+
+/* In a forked child of a process with fork_segment=0: contend, hammer and
+ * name a lock, which in every other case makes the child's file. */
+static void contending_child_no_file(int fd)
+{
+	char name[64];
+
+	seg_name_of(getpid(), name, sizeof(name));
+	for (int i = 0; i < 50; i++)
+		contend_once(&child_lock);
+	hammer_threads(&parent_lock);
+	hammer_threads(&child_lock);
+	check_ret(elide_mutex_set_name(&child_lock, "child-lock"), 0);
+	dprintf(fd, "%s", exists(name) ? "made" : "none");
+}
+
+/* Under fork_segment=0: tracked locks of its own, and a child that must
+ * make no file.  Replies the child's verdict. */
+static int no_fork_segment_role(int fd)
+{
+	char verdict[64];
+
+	check_ret(elide_mutex_set_name(&parent_lock, "parent-lock"), 0);
+	hammer_threads(&parent_lock);
+	run_child(fork_with_handlers, "child under fork_segment=0", contending_child_no_file, verdict, sizeof(verdict));
+	dprintf(fd, "%s", verdict);
+	return 0;
+}
+
+static void test_no_fork_segment(void)
+{
+	char elide_opts[512], parent_name[64], verdict[64] = "";
+	const char *old = getenv("ELIDE");
+	int fds[2];
+	ssize_t n;
+	pid_t pid;
+
+	snprintf(elide_opts, sizeof(elide_opts), "%s%sfork_segment=0", old ? old : "", old && *old ? "," : "");
+	check(pipe(fds) == 0);
+	pid = fork();
+	if (pid < 0)
+		fail("fork: %m");
+	if (pid == 0) {
+		char fd_arg[16];
+
+		close(fds[0]);
+		snprintf(fd_arg, sizeof(fd_arg), "%d", fds[1]);
+		setenv("ELIDE", elide_opts, 1);
+		execl("/proc/self/exe", "test-segment-fork", "--role", "no-fork-segment", fd_arg, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	n = read(fds[0], verdict, sizeof(verdict) - 1);
+	verdict[n > 0 ? n : 0] = '\0';
+	close(fds[0]);
+	seg_name_of(pid, parent_name, sizeof(parent_name));
+	{
+		int status;
+
+		check(waitpid(pid, &status, 0) == pid);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			fail("the fork_segment=0 process failed (status %d)", status);
+	}
+	if (strcmp(verdict, "none"))
+		fail("a child under ELIDE=%s made a segment file: '%s'", elide_opts, verdict);
+	printf("ok: under ELIDE=%s a contending child that names a lock makes no segment file\n", elide_opts);
 }
 
 static void test_contending_child(pid_t (*fork_fn)(void), const char *how)
@@ -726,18 +799,19 @@ static void test_killed_segments_swept(void)
 
 int main(int argc, char **argv)
 {
-	if (argc >= 4 && !strcmp(argv[1], "--role"))
-		return child_role(argv[2], atoi(argv[3]));
-	active = test_start("test-segment-fork", "forked children's segments, stale segments without elided");
 	runtime_dir = getenv("ELIDE_RUNTIME_DIR");
 	if (!runtime_dir)
 		fail("ELIDE_RUNTIME_DIR is not set (preload.sh sets it)");
+	if (argc >= 4 && !strcmp(argv[1], "--role"))
+		return child_role(argv[2], atoi(argv[3]));
+	active = test_start("test-segment-fork", "forked children's segments, stale segments without elided");
 	/* Locks with records, as a real program has when it forks. */
 	check_ret(elide_mutex_set_name(&parent_lock, "parent-lock"), 0);
 	hammer_threads(&parent_lock);
 	test_fork_exit_leaves_nothing();
 	test_contending_child(fork_with_handlers, "fork()");
 	test_contending_child(_Fork, "_Fork()");
+	test_no_fork_segment();
 	test_racing_first_need();
 	test_child_stack_depth();
 	test_killed_segments_swept();

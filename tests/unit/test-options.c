@@ -49,6 +49,8 @@ static void assert_opts_eq(const struct elide_options *a, const struct elide_opt
 	ck_assert_uint_eq(a->sample, b->sample);
 	ck_assert_uint_eq(a->max_locks, b->max_locks);
 	ck_assert(a->report == b->report);
+	ck_assert(a->stats == b->stats);
+	ck_assert(a->fork_segment == b->fork_segment);
 	ck_assert(a->force_normal == b->force_normal);
 	ck_assert(a->own_mutex == b->own_mutex);
 	ck_assert(a->own_rwlock == b->own_rwlock);
@@ -85,6 +87,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(o.max_locks, 4096);
 	ck_assert(!o.report);
 	ck_assert(o.stats);
+	ck_assert(o.fork_segment);
 	ck_assert(!o.force_normal);
 	ck_assert(o.own_mutex);
 	ck_assert(o.own_rwlock);
@@ -282,8 +285,18 @@ END_TEST
 
 START_TEST(test_bools)
 {
-	static const char *const names[] = { "report", "force_normal", "verbose", "stats", "own_mutex",
-					     "own_rwlock" };
+	static const struct {
+		const char *name;
+		size_t offset;
+	} fields[] = {
+		{ "report", offsetof(struct elide_options, report) },
+		{ "force_normal", offsetof(struct elide_options, force_normal) },
+		{ "verbose", offsetof(struct elide_options, verbose) },
+		{ "stats", offsetof(struct elide_options, stats) },
+		{ "fork_segment", offsetof(struct elide_options, fork_segment) },
+		{ "own_mutex", offsetof(struct elide_options, own_mutex) },
+		{ "own_rwlock", offsetof(struct elide_options, own_rwlock) },
+	};
 	static const struct {
 		const char *s;
 		bool v;
@@ -295,24 +308,22 @@ START_TEST(test_bools)
 	struct errlog log;
 	char buf[64];
 
-	for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
+	for (size_t n = 0; n < sizeof(fields) / sizeof(fields[0]); n++) {
 		for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
-			bool got;
+			bool *field = (bool *)((char *)&o + fields[n].offset);
 
 			elide_options_defaults(&o);
 			/* Start from the opposite value so the parse must change it. */
-			o.report = o.force_normal = o.verbose = o.stats = o.own_mutex = o.own_rwlock = !vals[i].v;
-			snprintf(buf, sizeof(buf), "%s=%s", names[n], vals[i].s);
+			*field = !vals[i].v;
+			snprintf(buf, sizeof(buf), "%s=%s", fields[n].name, vals[i].s);
 			ck_assert_int_eq(parse(&o, buf, &log), 0);
-			got = n == 0 ? o.report : n == 1 ? o.force_normal : n == 2 ? o.verbose : n == 3 ? o.stats
-			      : n == 4 ? o.own_mutex : o.own_rwlock;
-			ck_assert(got == vals[i].v);
+			ck_assert_msg(*field == vals[i].v, "%s", buf);
 		}
-		reject_value(names[n], "2");
-		reject_value(names[n], "-1");
-		reject_value(names[n], "");
-		reject_value(names[n], "01x");
-		reject_value(names[n], "maybe");
+		reject_value(fields[n].name, "2");
+		reject_value(fields[n].name, "-1");
+		reject_value(fields[n].name, "");
+		reject_value(fields[n].name, "01x");
+		reject_value(fields[n].name, "maybe");
 	}
 }
 END_TEST
