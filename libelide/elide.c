@@ -1766,29 +1766,6 @@ static inline int mutex_acquire_not_fast(pthread_mutex_t *m, const struct wait_s
 }
 
 /*
- * Watching a default mutex: its compare-and-swap is the look.  A free lock
- * then costs one atomic instruction, as without libelide, and only a
- * failed one (the lock was held) goes to the out-of-line path; looking at
- * the word first would add a load that, on a contended line, waits for
- * the line once more before glibc's CAS fetches it for writing.
- */
-static inline __attribute__((always_inline)) int mutex_lock_watching(pthread_mutex_t *m, const struct wait_spec *w,
-								    void *callsite)
-{
-	if (unlikely(watch_tick()))
-		return mutex_acquire_watched(m, w, callsite);
-	if (likely(own_mutex_words(m))) {
-		if (unlikely(!mutex_words_take_word(m)))
-			return mutex_acquire_watched(m, w, callsite);
-		return mutex_words_note_holder(m);
-	}
-	prefetch_for_write(m); /* glibc's CAS comes next */
-	if (mutex_word(m) == 0)
-		return real.mutex_lock(m);
-	return mutex_acquire_watched(m, w, callsite);
-}
-
-/*
  * pthread_mutex_lock() per fast path.  The entry jumps to the one of the
  * current path through elide.mutex_lock (one predictable jump), and each
  * lays out its common case as one straight line: written as a single
@@ -1852,11 +1829,28 @@ static _hot_path_ int mutex_lock_adaptive(pthread_mutex_t *m, void *callsite)
 	return mutex_lock_tracking(m, callsite);
 }
 
+/*
+ * Watching a default mutex: its compare-and-swap is the look.  A free lock
+ * then costs one atomic instruction, as without libelide, and only a
+ * failed one (the lock was held) goes to the out-of-line path; looking at
+ * the word first would add a load that, on a contended line, waits for
+ * the line once more before glibc's CAS fetches it for writing.
+ */
 static _hot_path_ int mutex_lock_observe(pthread_mutex_t *m, void *callsite)
 {
 	static const struct wait_spec forever = { .how = WAIT_FOREVER };
 
-	return mutex_lock_watching(m, &forever, callsite);
+	if (unlikely(watch_tick()))
+		return mutex_acquire_watched(m, &forever, callsite);
+	if (likely(own_mutex_words(m))) {
+		if (unlikely(!mutex_words_take_word(m)))
+			return mutex_acquire_watched(m, &forever, callsite);
+		return mutex_words_note_holder(m);
+	}
+	prefetch_for_write(m); /* glibc's CAS comes next */
+	if (mutex_word(m) == 0)
+		return real.mutex_lock(m);
+	return mutex_acquire_watched(m, &forever, callsite);
 }
 
 static int (*mutex_lock_of_path(uint8_t path))(pthread_mutex_t *, void *)
