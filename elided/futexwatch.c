@@ -45,7 +45,6 @@ enum futexwatch_attach {
 	FUTEXWATCH_FENTRY,
 	FUTEXWATCH_SCHED_SWITCH,
 	FUTEXWATCH_SYSCALLS,
-	FUTEXWATCH_ATTACH_COUNT,
 };
 
 static const char *const futexwatch_attach_names[] = {
@@ -118,10 +117,10 @@ int elided_futexwatch_start(struct elided *d)
 	}
 	libbpf_set_print(old);
 	if (!w->skel) {
-		if (r >= 0)
-			r = -EINVAL;
 		const char *cheap_only = last == FUTEXWATCH_SYSCALLS ? "" : " (\"auto\": without the system-call tracepoints)";
 
+		if (r >= 0)
+			r = -EINVAL;
 		snprintf(d->futexwatch_why, sizeof(d->futexwatch_why), "unavailable: %s%s", strerror(-r), cheap_only);
 		log_info("lock waits of programs without libelide are not observed: the BPF program does not load%s: %s",
 			 cheap_only, strerror(-r));
