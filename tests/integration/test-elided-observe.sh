@@ -9,7 +9,8 @@
 # libelide is not listed there (its segment reports it); a user sees only
 # its own programs; after the program exits its entry goes.
 # Skips (77, with the reason) when not root or when the observer does not
-# load here (no BTF).
+# load here under the default "auto" (no BTF, or neither BPF trampolines nor
+# bpf_task_pt_regs(), before 5.15).
 set -u
 
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/testlib.sh"
