@@ -134,6 +134,14 @@ struct elide_state {
 	 * constructor, after glibc_check_default_mutex(). */
 	bool own_mutex_words;
 	bool own_rwlock_words;        /* the read side of default rwlocks, likewise */
+	/* What the start-up checks allow; the two above are these unless
+	 * mode=off, which forwards every call to glibc (set_path()). */
+	bool own_mutex_allowed, own_rwlock_allowed;
+	/* The program disabled the time-stamp counter for a thread (prctl
+	 * PR_SET_TSC, seccomp strict mode): nothing reads it from then on. */
+	bool tsc_disabled;
+	/* Where glibc keeps a thread's id in its descriptor; 0: unknown. */
+	uint32_t pthread_tid_offset;
 	const char *single_threaded;  /* glibc's __libc_single_threaded, NULL before 2.32 */
 	const char *disabled_reason;  /* why not, when !enabled */
 	struct elide_options opts;    /* in effect (elided may change mode and knobs) */
@@ -268,6 +276,12 @@ static inline void segment_poll_control(void)
 
 /* elide.c */
 void elide_set_mode(enum elide_mode mode) _hidden_;
+void elide_clock_gettime(clockid_t clock, struct timespec *ts) _hidden_;
+
+static inline bool elide_tsc_usable(void)
+{
+	return likely(!__atomic_load_n(&elide.tsc_disabled, __ATOMIC_RELAXED));
+}
 
 /* report.c */
 void report_print(int fd) _hidden_;

@@ -13,13 +13,17 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <gnu/libc-version.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <linux/futex.h>
+#include <stdarg.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <linux/seccomp.h>
 #include <unistd.h>
 #include <x86intrin.h>
 #include <cpuid.h>
@@ -34,8 +38,10 @@ __asm__(".pushsection .text.elide_hot,\"ax\",@progbits\n\t.balign 4096\n\t.popse
 
 static int mutex_lock_off(pthread_mutex_t *m, void *callsite);
 
-/* PATH_OFF until the constructor decides. */
-struct elide_state elide = { .mutex_lock = mutex_lock_off };
+/* PATH_OFF until the constructor decides; no decisions before there is a
+ * segment (the pass-through looks for them on every call). */
+static struct elide_seg_control no_control;
+struct elide_state elide = { .mutex_lock = mutex_lock_off, .seg_control = &no_control };
 
 /* glibc exports these aliases; they let us run before dlsym() is safe. */
 extern int __pthread_mutex_init(pthread_mutex_t *, const pthread_mutexattr_t *);
@@ -83,6 +89,9 @@ static struct {
 	rwlock_clock_fn rwlock_clockrdlock, rwlock_clockwrlock;
 	cond_wait_fn cond_wait;
 	cond_timed_fn cond_timedwait;
+	/* The condvar of binaries linked before glibc 2.3.2: other functions. */
+	cond_wait_fn cond_wait_2_2_5;
+	cond_timed_fn cond_timedwait_2_2_5;
 	cond_clock_fn cond_clockwait;
 	pid_t (*fork_without_handlers)(void); /* glibc's _Fork() (2.34) */
 } real = {
@@ -105,25 +114,33 @@ static struct {
 /* Set while dlsym() runs: dlsym may allocate, and an allocator may lock. */
 static __thread bool resolving;
 
-static void *resolve(const char *name, const char *version)
+/* exact: only that version (a compat symbol must never become the
+ * current function of the same name). */
+static void *resolve(const char *name, const char *version, bool exact)
 {
 	void *fn;
 
 	resolving = true;
 	fn = version ? dlvsym(RTLD_NEXT, name, version) : dlsym(RTLD_NEXT, name);
-	if (!fn && version)
+	if (!fn && version && !exact)
 		fn = dlsym(RTLD_NEXT, name);
 	resolving = false;
 	return fn;
 }
 
 #define RESOLVE(field, name) do { \
-		void *fn_ = resolve(name, NULL); \
+		void *fn_ = resolve(name, NULL, false); \
 		if (fn_) \
 			__atomic_store_n((void **)&real.field, fn_, __ATOMIC_RELEASE); \
 	} while (0)
 #define RESOLVE_V(field, name, version) do { \
-		void *fn_ = resolve(name, version); \
+		void *fn_ = resolve(name, version, false); \
+		if (fn_) \
+			__atomic_store_n((void **)&real.field, fn_, __ATOMIC_RELEASE); \
+	} while (0)
+
+#define RESOLVE_EXACT(field, name, version) do { \
+		void *fn_ = resolve(name, version, true); \
 		if (fn_) \
 			__atomic_store_n((void **)&real.field, fn_, __ATOMIC_RELEASE); \
 	} while (0)
@@ -154,6 +171,8 @@ static void resolve_all(void)
 	RESOLVE_V(cond_wait, "pthread_cond_wait", "GLIBC_2.3.2");
 	RESOLVE_V(cond_timedwait, "pthread_cond_timedwait", "GLIBC_2.3.2");
 	RESOLVE(cond_clockwait, "pthread_cond_clockwait");
+	RESOLVE_EXACT(cond_wait_2_2_5, "pthread_cond_wait", "GLIBC_2.2.5");
+	RESOLVE_EXACT(cond_timedwait_2_2_5, "pthread_cond_timedwait", "GLIBC_2.2.5");
 	RESOLVE(fork_without_handlers, "_Fork");
 }
 
@@ -162,15 +181,17 @@ static void resolve_all(void)
  * that arrives while dlsym itself runs cannot be served (nothing to call);
  * allocators never use these, so it reports EAGAIN rather than recursing.
  */
-#define LAZY(field, name) do { \
+#define LAZY_RESOLVE(field, resolve_it) do { \
 		if (unlikely(!__atomic_load_n((void **)&real.field, __ATOMIC_ACQUIRE))) { \
 			if (resolving) \
 				return EAGAIN; \
-			RESOLVE(field, name); \
+			resolve_it; \
 			if (!real.field) \
 				return ENOSYS; \
 		} \
 	} while (0)
+#define LAZY(field, name) LAZY_RESOLVE(field, RESOLVE(field, name))
+#define LAZY_EXACT(field, name, version) LAZY_RESOLVE(field, RESOLVE_EXACT(field, name, version))
 
 /*
  * Per thread: the locks this thread holds elided, innermost last.  Written
@@ -353,12 +374,23 @@ static inline struct lock_local *local_of(const void *lock, const struct lock_re
 	return l;
 }
 
+/*
+ * The time-stamp counter, unless the program disabled it (prctl
+ * PR_SET_TSC, seccomp's strict mode; see prctl() below): a read then
+ * raises SIGSEGV, and glibc's lock paths never read it.  Callers treat 0
+ * as "no clock".
+ */
+static inline uint64_t tsc_read(void)
+{
+	return elide_tsc_usable() ? __rdtsc() : 0;
+}
+
 /* The length of the burst granted now (see BURST_MIN_SHIFT): one TSC read
- * per burst. */
+ * per burst; the shortest one without the TSC. */
 static inline uint32_t burst_length(struct lock_local *l)
 {
-	uint32_t now = (uint32_t)(__rdtsc() >> BURST_TSC_SHIFT);
-	bool quick = now - l->burst_stamp < BURST_QUICK;
+	uint32_t now = (uint32_t)(tsc_read() >> BURST_TSC_SHIFT);
+	bool quick = now != 0 && now - l->burst_stamp < BURST_QUICK;
 
 	l->burst_stamp = now;
 	if (!quick || l->burst_shift < BURST_MIN_SHIFT)
@@ -571,7 +603,7 @@ static void conflict_pause(unsigned attempt)
 	unsigned n = 16u << (attempt < 6 ? attempt : 6);
 
 	/* Desynchronise threads that keep killing each other's transactions. */
-	n += (unsigned)(__rdtsc() & (n - 1));
+	n += (unsigned)(tsc_read() & (n - 1));
 	while (n--)
 		_mm_pause();
 }
@@ -630,7 +662,7 @@ static __attribute__((noinline)) bool try_elide(void *lock, struct lock_rec *rec
 		 * A throttled attempt is timed when it is counted (1 in
 		 * THROTTLED_SAMPLE, which its weight already scales). */
 		if (throttled ? weight != 0 : unlikely((++self.attempt_count & 15) == 0))
-			start = __rdtsc();
+			start = tsc_read();
 		status = likely(!elide.sim_abort) ? _xbegin() : elide.sim_abort_status;
 		if (status == _XBEGIN_STARTED) {
 			if (likely(lock_is_free(lock, op))) {
@@ -642,7 +674,7 @@ static __attribute__((noinline)) bool try_elide(void *lock, struct lock_rec *rec
 			_xabort(ELIDE_XABORT_BUSY);
 		}
 		if (weight)
-			rec_note_abort(rec, status, start ? (__rdtsc() - start) * (throttled ? 1 : 16) : 0, weight);
+			rec_note_abort(rec, status, start ? (tsc_read() - start) * (throttled ? 1 : 16) : 0, weight);
 		switch (elide_abort_classify(status)) {
 		case ELIDE_ABORT_BUSY:
 			if (busy_retries-- == 0)
@@ -865,6 +897,22 @@ static inline void commit_elided(void *lock, struct lock_rec *rec)
 		rec_note_commit_sample(rec);
 }
 
+/*
+ * The pass-through (mode=off, or no RTM with watch=0) has no sampled path
+ * to look for elided's decisions on: it looks on every acquisition, two
+ * loads of lines no lock call writes.  Not in a forked child that has no
+ * segment file yet: no decision can reach it before it makes one, and
+ * making one is a system call the pass-through does not make.
+ */
+static inline void poll_control_off(void)
+{
+	uint64_t seen = __atomic_load_n(&elide.control_seen, __ATOMIC_RELAXED);
+
+	if (unlikely(__atomic_load_n(&elide.seg_control->generation, __ATOMIC_ACQUIRE) != seen) &&
+	    seen != SEG_CONTROL_LAZY)
+		segment_poll_control_slow();
+}
+
 /* ---- watching --------------------------------------------------------- */
 
 /*
@@ -897,8 +945,13 @@ static struct {
 	uint64_t ns_per_tick_q32;     /* ns per tick << 32; 0 until measured over >= 100 ms */
 } watch_clock;
 
+/* Without the TSC no clock at all: clock_gettime() reads it too (in the
+ * vDSO), or makes a system call glibc's lock paths do not.  Waits and
+ * holds are then counted, not timed. */
 static inline uint64_t watch_now(void)
 {
+	if (unlikely(!elide_tsc_usable()))
+		return 0;
 	return likely(watch_clock.tsc) ? __rdtsc() : now_ns();
 }
 
@@ -906,6 +959,8 @@ static void watch_clock_init(void)
 {
 	unsigned eax, ebx, ecx, edx;
 
+	if (!elide_tsc_usable())
+		return;
 	/* CPUID 0x80000007 EDX bit 8: invariant TSC (constant rate, all cores). */
 	watch_clock.tsc = __get_cpuid(0x80000007, &eax, &ebx, &ecx, &edx) && (edx & (1u << 8));
 	watch_clock.ref_ns = now_ns();
@@ -919,6 +974,8 @@ static uint64_t watch_ns(uint64_t ticks)
 
 	if (!watch_clock.tsc)
 		return ticks;
+	if (!elide_tsc_usable())
+		return scale ? (uint64_t)(((unsigned __int128)ticks * scale) >> 32) : 0;
 	if (scale == 0) {
 		uint64_t ns = now_ns() - watch_clock.ref_ns, tsc = __rdtsc() - watch_clock.ref_tsc;
 
@@ -1109,11 +1166,23 @@ struct wait_spec {
  * the next definitions are glibc's own (a tracer interposed behind us must
  * still see every call), and never beside glibc's own elision.
  */
+static __attribute__((noinline, cold)) pid_t thread_tid_first(void)
+{
+	/* glibc keeps the id in the thread's descriptor: read it there, as
+	 * glibc's own lock does, so a thread in a seccomp sandbox that allows
+	 * only futex can still lock.  gettid only where glibc did not say
+	 * where (find_thread_id(); then nothing is locked here). */
+	if (likely(elide.pthread_tid_offset))
+		self.tid = *(const pid_t *)((const char *)pthread_self() + elide.pthread_tid_offset);
+	else
+		self.tid = (pid_t)syscall(SYS_gettid); /* never fails: errno kept */
+	return self.tid;
+}
+
 static inline pid_t thread_tid(void)
 {
-	/* gettid never fails: errno is left alone. */
 	if (unlikely(self.tid == 0))
-		self.tid = (pid_t)syscall(SYS_gettid);
+		return thread_tid_first();
 	return self.tid;
 }
 
@@ -1129,7 +1198,7 @@ static inline bool process_single_threaded(void)
 static inline bool own_mutex_words(const pthread_mutex_t *m)
 {
 	/* Both expected: the lock paths fall through to their common case. */
-	if (unlikely(!elide.own_mutex_words))
+	if (unlikely(!__atomic_load_n(&elide.own_mutex_words, __ATOMIC_RELAXED)))
 		return false;
 	return likely(__atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED) == PTHREAD_MUTEX_TIMED_NP);
 }
@@ -1180,14 +1249,14 @@ static __attribute__((noinline)) void mutex_skip_missed(pthread_mutex_t *m)
  */
 static uint32_t mutex_skip_length(struct lock_rec *rec)
 {
-	uint32_t now = (uint32_t)(__rdtsc() >> BURST_TSC_SHIFT);
+	uint32_t now = (uint32_t)(tsc_read() >> BURST_TSC_SHIFT);
 	uint32_t since = now - atomic_load_explicit(&rec->skip_stamp, memory_order_relaxed);
 	uint8_t shift = atomic_load_explicit(&rec->skip_shift, memory_order_relaxed);
 
 	/* Relaxed atomics: the overflow record is shared by mutexes that
 	 * different threads hold at once (a race on it only misjudges a length). */
 	atomic_store_explicit(&rec->skip_stamp, now, memory_order_relaxed);
-	if (shift < BURST_MIN_SHIFT || since >= 4 * BURST_QUICK)
+	if (shift < BURST_MIN_SHIFT || now == 0 || since >= 4 * BURST_QUICK)
 		shift = BURST_MIN_SHIFT;
 	else if (since < BURST_QUICK && shift < BURST_MUTEX_MAX_SHIFT)
 		shift++;
@@ -1432,13 +1501,17 @@ static inline bool mutex_words_take_word(pthread_mutex_t *m)
 	return __atomic_compare_exchange_n(word, &free_word, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
 }
 
-/* Takes a free default mutex; false (nothing written) when it is not free. */
-static inline bool mutex_words_take(pthread_mutex_t *m)
+/* pthread_mutex_trylock() of a default mutex: always the compare-and-swap,
+ * as glibc's trylock does even in a process with one thread (a signal
+ * handler may trylock the mutex between a load and a store). */
+static inline int mutex_words_trylock(pthread_mutex_t *m)
 {
-	if (!mutex_words_take_word(m))
-		return false;
-	mutex_words_note_holder(m);
-	return true;
+	int free_word = 0;
+
+	if (!__atomic_compare_exchange_n(&m->__data.__lock, &free_word, 1, false, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED))
+		return EBUSY;
+	return mutex_words_note_holder(m);
 }
 
 /* Takes a default mutex, waiting as glibc does when it is held; 0. */
@@ -1488,7 +1561,7 @@ static inline int real_mutex_trylock(pthread_mutex_t *m)
 {
 	if (!own_mutex_words(m))
 		return real.mutex_trylock(m);
-	return mutex_words_take(m) ? 0 : EBUSY;
+	return mutex_words_trylock(m);
 }
 
 static inline int real_mutex_unlock(pthread_mutex_t *m)
@@ -1516,7 +1589,7 @@ static inline int real_mutex_unlock(pthread_mutex_t *m)
  */
 static inline bool own_rwlock_read(const pthread_rwlock_t *rw)
 {
-	return elide.own_rwlock_words &&
+	return __atomic_load_n(&elide.own_rwlock_words, __ATOMIC_RELAXED) &&
 	       __atomic_load_n(&rw->__data.__flags, __ATOMIC_RELAXED) != PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP;
 }
 
@@ -1734,8 +1807,10 @@ static inline __attribute__((always_inline)) bool mutex_takes_fast_path(const pt
 	uint8_t path = elide.path;
 	struct lock_local *slot;
 
-	if (likely(path == PATH_OFF))
+	if (likely(path == PATH_OFF)) {
+		poll_control_off();
 		return true;
+	}
 	if (path == PATH_OBSERVE) {
 		if (watch_tick())
 			return false;
@@ -1777,6 +1852,7 @@ static inline int mutex_acquire_not_fast(pthread_mutex_t *m, const struct wait_s
 static _hot_path_ int mutex_lock_off(pthread_mutex_t *m, void *callsite)
 {
 	(void)callsite;
+	poll_control_off();
 	return real_mutex_lock(m);
 }
 
@@ -1866,9 +1942,16 @@ static int (*mutex_lock_of_path(uint8_t path))(pthread_mutex_t *, void *)
 	return mutex_lock_off;
 }
 
-/* Both together: the path, read by most entry points, and the lock's. */
+/* Both together: the path, read by most entry points, and the lock's; and
+ * the own paths, which mode=off turns off: it forwards every call. */
 static void set_path(uint8_t path)
 {
+	/* A process started with ELIDE=mode=off stays off whatever elided
+	 * says (libelide(7)). */
+	bool off = elide.opts.mode == ELIDE_MODE_OFF || elide.env_mode == ELIDE_MODE_OFF;
+
+	__atomic_store_n(&elide.own_mutex_words, elide.own_mutex_allowed && !off, __ATOMIC_RELAXED);
+	__atomic_store_n(&elide.own_rwlock_words, elide.own_rwlock_allowed && !off, __ATOMIC_RELAXED);
 	__atomic_store_n(&elide.path, path, __ATOMIC_RELEASE);
 	__atomic_store_n(&elide.mutex_lock, mutex_lock_of_path(path), __ATOMIC_RELEASE);
 }
@@ -2170,8 +2253,10 @@ static inline __attribute__((always_inline)) bool rwlock_takes_fast_path(pthread
 	uint8_t path = elide.path;
 	struct lock_local *slot;
 
-	if (likely(path == PATH_OFF))
+	if (likely(path == PATH_OFF)) {
+		poll_control_off();
 		return true;
+	}
 	if (path == PATH_OBSERVE) {
 		if (watch_tick())
 			return false;
@@ -2320,19 +2405,49 @@ static inline void leave_elision_for_cond(const pthread_mutex_t *m)
 		watch_flush(watch_hold_end());
 }
 
-_public_ int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
+/*
+ * glibc has two condvars: the current one (symbol version GLIBC_2.3.2) and
+ * the one binaries linked before 2.3.2 still call (GLIBC_2.2.5), which
+ * takes a different pthread_cond_t.  Each version here forwards to its
+ * own (libelide.sym): an unversioned definition would catch the old
+ * binaries' calls too and hand their condvars to the new functions.
+ */
+int elide_cond_wait_2_3_2(pthread_cond_t *c, pthread_mutex_t *m);
+int elide_cond_timedwait_2_3_2(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abstime);
+int elide_cond_wait_2_2_5(pthread_cond_t *c, pthread_mutex_t *m);
+int elide_cond_timedwait_2_2_5(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abstime);
+
+_public_ int elide_cond_wait_2_3_2(pthread_cond_t *c, pthread_mutex_t *m)
 {
 	leave_elision_for_cond(m);
 	LAZY(cond_wait, "pthread_cond_wait");
 	return real.cond_wait(c, m);
 }
+__asm__(".symver elide_cond_wait_2_3_2, pthread_cond_wait@@GLIBC_2.3.2");
 
-_public_ int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abstime)
+_public_ int elide_cond_timedwait_2_3_2(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abstime)
 {
 	leave_elision_for_cond(m);
 	LAZY(cond_timedwait, "pthread_cond_timedwait");
 	return real.cond_timedwait(c, m, abstime);
 }
+__asm__(".symver elide_cond_timedwait_2_3_2, pthread_cond_timedwait@@GLIBC_2.3.2");
+
+_public_ int elide_cond_wait_2_2_5(pthread_cond_t *c, pthread_mutex_t *m)
+{
+	leave_elision_for_cond(m);
+	LAZY_EXACT(cond_wait_2_2_5, "pthread_cond_wait", "GLIBC_2.2.5");
+	return real.cond_wait_2_2_5(c, m);
+}
+__asm__(".symver elide_cond_wait_2_2_5, pthread_cond_wait@GLIBC_2.2.5");
+
+_public_ int elide_cond_timedwait_2_2_5(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abstime)
+{
+	leave_elision_for_cond(m);
+	LAZY_EXACT(cond_timedwait_2_2_5, "pthread_cond_timedwait", "GLIBC_2.2.5");
+	return real.cond_timedwait_2_2_5(c, m, abstime);
+}
+__asm__(".symver elide_cond_timedwait_2_2_5, pthread_cond_timedwait@GLIBC_2.2.5");
 
 _public_ int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clock,
 				    const struct timespec *abstime)
@@ -2424,6 +2539,127 @@ _public_ int __elide_active(void)
 	return elide.enabled && elide.opts.mode != ELIDE_MODE_OFF ? 1 : 0;
 }
 
+/* ---- the time-stamp counter ------------------------------------------ */
+
+/*
+ * A program may disable the TSC for a thread: prctl(PR_SET_TSC,
+ * PR_TSC_SIGSEGV), or seccomp's strict mode, which does it too.  RDTSC then
+ * raises SIGSEGV in that thread and the threads it creates, and glibc's
+ * lock paths never read the TSC, so libelide must not either.  These two
+ * entries of the system call interface are watched: from the first
+ * request on, before it is made, no thread of the process reads the TSC
+ * (the threads a disabled one creates inherit the state, so a per-thread
+ * flag would need to follow thread creation).  Everything is then counted
+ * as before, only waits and holds are not timed.  A program that makes the
+ * system call with an instruction of its own goes unseen (libelide(7)).
+ */
+static void note_tsc_request(long option, unsigned long arg)
+{
+	if ((option == PR_SET_TSC && arg != PR_TSC_ENABLE) ||
+	    (option == PR_SET_SECCOMP && arg == SECCOMP_MODE_STRICT))
+		__atomic_store_n(&elide.tsc_disabled, true, __ATOMIC_SEQ_CST);
+}
+
+/* A process started with the TSC disabled (the state survives execve). */
+static void tsc_check_inherited(void)
+{
+	int state = PR_TSC_ENABLE;
+	int saved_errno = errno;
+
+	if (prctl(PR_GET_TSC, &state, 0, 0, 0) == 0 && state != PR_TSC_ENABLE)
+		elide.tsc_disabled = true;
+	errno = saved_errno;
+}
+
+/* A raw system call, for a call that arrives while dlsym() runs (an
+ * allocator's): there is nothing to forward it to yet.  glibc's result
+ * convention. */
+static long raw_syscall6(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+	register long r10 __asm__("r10") = a4;
+	register long r8 __asm__("r8") = a5;
+	register long r9 __asm__("r9") = a6;
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "0"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	if ((unsigned long)ret > -4096UL) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return ret;
+}
+
+static void *resolve_next(void **cache, const char *name)
+{
+	void *fn = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+
+	if (likely(fn) || resolving)
+		return fn;
+	fn = resolve(name, NULL, false);
+	__atomic_store_n(cache, fn, __ATOMIC_RELEASE);
+	return fn;
+}
+
+/* glibc's prctl() and syscall() read their further arguments whether the
+ * call has them or not: so does the forwarding. */
+_public_ int prctl(int option, ...)
+{
+	static void *next;
+	int (*fn)(int, unsigned long, unsigned long, unsigned long, unsigned long);
+	unsigned long a2, a3, a4, a5;
+	va_list ap;
+
+	va_start(ap, option);
+	a2 = va_arg(ap, unsigned long);
+	a3 = va_arg(ap, unsigned long);
+	a4 = va_arg(ap, unsigned long);
+	a5 = va_arg(ap, unsigned long);
+	va_end(ap);
+	note_tsc_request(option, a2);
+	fn = resolve_next(&next, "prctl");
+	if (!fn)
+		return (int)raw_syscall6(SYS_prctl, option, (long)a2, (long)a3, (long)a4, (long)a5, 0);
+	return fn(option, a2, a3, a4, a5);
+}
+
+_public_ long syscall(long number, ...)
+{
+	static void *next;
+	long (*fn)(long, long, long, long, long, long, long);
+	long a1, a2, a3, a4, a5, a6;
+	va_list ap;
+
+	va_start(ap, number);
+	a1 = va_arg(ap, long);
+	a2 = va_arg(ap, long);
+	a3 = va_arg(ap, long);
+	a4 = va_arg(ap, long);
+	a5 = va_arg(ap, long);
+	a6 = va_arg(ap, long);
+	va_end(ap);
+	if (number == SYS_prctl)
+		note_tsc_request(a1, (unsigned long)a2);
+	else if (number == SYS_seccomp && a1 == SECCOMP_SET_MODE_STRICT)
+		note_tsc_request(PR_SET_SECCOMP, SECCOMP_MODE_STRICT);
+	fn = resolve_next(&next, "syscall");
+	if (!fn)
+		return raw_syscall6(number, a1, a2, a3, a4, a5, a6);
+	return fn(number, a1, a2, a3, a4, a5, a6);
+}
+
+/* clock_gettime() that never reads a disabled TSC (the vDSO would): the
+ * system call then.  Only where system calls are made anyway. */
+void elide_clock_gettime(clockid_t clock, struct timespec *ts)
+{
+	if (likely(elide_tsc_usable()))
+		clock_gettime(clock, ts);
+	else
+		raw_syscall6(SYS_clock_gettime, clock, (long)ts, 0, 0, 0, 0);
+}
+
 /* ---- start-up and exit ------------------------------------------------ */
 
 static void on_bad_option(const char *pair, size_t len, const char *why, void *userdata)
@@ -2460,7 +2696,7 @@ _public_ pid_t _Fork(void)
 	if (!next) {
 		/* Called before our constructor (another library's), or a glibc
 		 * without _Fork() that a program cannot have linked against. */
-		next = (pid_t(*)(void))resolve("_Fork", NULL);
+		next = (pid_t(*)(void))resolve("_Fork", NULL, false);
 		if (!next) {
 			errno = ENOSYS;
 			return -1;
@@ -2500,6 +2736,46 @@ static void setup_sim_abort(void)
 	elide.hw.reason = reason;
 }
 
+/*
+ * Where glibc keeps a thread's id in its descriptor: glibc describes it for
+ * debuggers (libthread_db) as {bits, count, offset} in
+ * _thread_db_pthread_tid, in libc since 2.34 and libpthread before.  Used
+ * only when it holds this thread's id.  NULL, or why not.
+ */
+static const char *thread_id_why;
+
+/* Whether glibc elides its own mutexes: opt-in with the tunable up to
+ * 2.42; 2.43 removed elision, and its tunables with it (a
+ * glibc.elision.enable=1 left in GLIBC_TUNABLES then does nothing). */
+static bool glibc_elides(void)
+{
+	unsigned major, minor;
+
+	if (!elide_glibc_elision_enabled(secure_getenv("GLIBC_TUNABLES")))
+		return false;
+	if (glibc_parse_version(gnu_get_libc_version(), &major, &minor) < 0)
+		return true; /* cannot tell: as if it did */
+	return major < 2 || (major == 2 && minor < 43);
+}
+
+static const char *find_thread_id(void)
+{
+	const uint32_t *desc;
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+
+	resolving = true;
+	desc = dlvsym(RTLD_DEFAULT, "_thread_db_pthread_tid", "GLIBC_PRIVATE");
+	resolving = false;
+	if (!desc)
+		return "glibc does not describe its thread descriptor (_thread_db_pthread_tid)";
+	if (desc[0] != 8 * sizeof(pid_t) || desc[1] != 1 || desc[2] == 0 || desc[2] > 65536)
+		return "glibc describes the thread id in its descriptor in an unknown way";
+	if (*(const pid_t *)((const char *)pthread_self() + desc[2]) != tid)
+		return "the thread id is not where glibc says it is";
+	elide.pthread_tid_offset = desc[2];
+	return NULL;
+}
+
 /* glibc's functions that the probes in glibc-check.c run. */
 static struct glibc_lock_fns real_lock_fns(void)
 {
@@ -2525,7 +2801,9 @@ static const char *own_mutex_words_refused(void)
 
 	if (!elide.opts.own_mutex)
 		return "own_mutex=0";
-	if (elide_glibc_elision_enabled(secure_getenv("GLIBC_TUNABLES")))
+	if (thread_id_why)
+		return thread_id_why;
+	if (glibc_elides())
 		return "glibc's own elision is enabled (GLIBC_TUNABLES)";
 	if (real.mutex_lock != __pthread_mutex_lock || real.mutex_trylock != __pthread_mutex_trylock ||
 	    real.mutex_unlock != __pthread_mutex_unlock)
@@ -2546,7 +2824,9 @@ static const char *own_rwlock_words_refused(void)
 
 	if (!elide.opts.own_rwlock)
 		return "own_rwlock=0";
-	if (elide_glibc_elision_enabled(secure_getenv("GLIBC_TUNABLES")))
+	if (thread_id_why)
+		return thread_id_why;
+	if (glibc_elides())
 		return "glibc's own elision is enabled (GLIBC_TUNABLES)";
 	if (real.rwlock_rdlock != __pthread_rwlock_rdlock || real.rwlock_unlock != __pthread_rwlock_unlock)
 		return "another library interposes the rwlock functions after libelide";
@@ -2560,7 +2840,7 @@ static const char *own_rwlock_words_refused(void)
  * locks' bytes, or NULL. */
 static const char *glibc_refusal(void)
 {
-	if (elide_glibc_elision_enabled(secure_getenv("GLIBC_TUNABLES")))
+	if (glibc_elides())
 		return "GLIBC_TUNABLES enables glibc's own elision (glibc.elision.enable=1); "
 		       "passing through to avoid eliding twice";
 	/* After the tunables check: glibc's elision would write the probed bytes.
@@ -2581,7 +2861,7 @@ static const char *glibc_refusal(void)
  */
 static const char *decide_disabled_reason(bool *watch_instead)
 {
-	static char reason[160];
+	static char reason[320];
 	const char *why;
 
 	*watch_instead = false;
@@ -2590,17 +2870,24 @@ static const char *decide_disabled_reason(bool *watch_instead)
 	why = glibc_refusal();
 	if (!elide.hw.rtm_usable && !elide.sim_abort) {
 		/* The hardware is the reason given; the others decide whether
-		 * locks can be watched. */
+		 * locks can be watched, and are said when they stop it. */
 		*watch_instead = elide.opts.watch && !why;
-		snprintf(reason, sizeof(reason), "no usable RTM: %s", elide.hw.reason);
+		if (elide.opts.watch && why)
+			snprintf(reason, sizeof(reason), "no usable RTM: %s; not watching either: %s", elide.hw.reason,
+				 why);
+		else
+			snprintf(reason, sizeof(reason), "no usable RTM: %s", elide.hw.reason);
 		return reason;
 	}
 	return why;
 }
 
-/* The fast path for a mode. */
+/* The fast path for a mode.  mode=off is the pass-through whatever the
+ * hardware: the administrator's kill switch. */
 static uint8_t path_of_mode(enum elide_mode mode)
 {
+	if (mode == ELIDE_MODE_OFF)
+		return PATH_OFF;
 	if (!elide.enabled)
 		return elide.watch_instead ? PATH_OBSERVE : PATH_OFF;
 	switch (mode) {
@@ -2616,9 +2903,9 @@ static uint8_t path_of_mode(enum elide_mode mode)
 }
 
 /*
- * A mode pushed by elided.  The fast path stays in watching mode even for
- * "off" (every lock's gate says never), so tracked locks keep sampling and
- * a later decision still arrives.
+ * A mode pushed by elided.  "off" is the pass-through (path_of_mode()),
+ * which still looks for the next decision on every acquisition
+ * (poll_control_off()).
  */
 void elide_set_mode(enum elide_mode mode)
 {
@@ -2640,19 +2927,21 @@ __attribute__((constructor(101))) static void elide_init(void)
 	/* stats=0: the sample counter never comes round, so commits go uncounted. */
 	elide.sample_mask = elide.opts.stats ? elide.opts.sample - 1 : UINT32_MAX;
 	elide.env_mode = elide.opts.mode;
+	tsc_check_inherited();
 	elide_hw_detect(&elide.hw);
 	setup_sim_abort();
 	watch_clock_init();
 	resolve_all();
+	thread_id_why = find_thread_id();
 	/* The definition everyone uses: a program linked against it holds a
 	 * copy that glibc then writes, so not RTLD_NEXT.  Absent before 2.32. */
 	resolving = true;
 	elide.single_threaded = dlsym(RTLD_DEFAULT, "__libc_single_threaded");
 	resolving = false;
 	own_words_why = own_mutex_words_refused();
-	elide.own_mutex_words = own_words_why == NULL;
+	elide.own_mutex_allowed = own_words_why == NULL;
 	own_rwlock_why = own_rwlock_words_refused();
-	elide.own_rwlock_words = own_rwlock_why == NULL;
+	elide.own_rwlock_allowed = own_rwlock_why == NULL;
 	r = registry_init();
 	if (r < 0)
 		log_warning_errno(r, "cannot map the lock table (%u records); statistics off",
@@ -2670,6 +2959,15 @@ __attribute__((constructor(101))) static void elide_init(void)
 		else
 			log_info("eliding with RTM, mode=%s (%s)", elide_mode_to_string(elide.opts.mode),
 				 elide.hw.reason);
+	}
+	elide.enabled = elide.disabled_reason == NULL;
+	set_path(path_of_mode(elide.opts.mode));
+	if (elide.opts.verbose) {
+		/* mode=off: the kill switch turns the own paths off too (set_path()). */
+		if (!own_words_why && !elide.own_mutex_words)
+			own_words_why = "mode=off";
+		if (!own_rwlock_why && !elide.own_rwlock_words)
+			own_rwlock_why = "mode=off";
 		if (own_words_why)
 			log_info("default mutexes are locked by glibc's functions: %s", own_words_why);
 		else
@@ -2678,11 +2976,33 @@ __attribute__((constructor(101))) static void elide_init(void)
 			log_info("rwlocks are read-locked by glibc's functions: %s", own_rwlock_why);
 		else
 			log_info("free rwlocks are read-locked by libelide with glibc's protocol");
+		if (!elide_tsc_usable())
+			log_info("the time-stamp counter is disabled: waits and holds are counted, not timed");
 	}
-	elide.enabled = elide.disabled_reason == NULL;
-	set_path(path_of_mode(elide.opts.mode));
 	segment_publish_status();
 	errno = saved_errno;
+}
+
+/*
+ * report=1: on standard error (which programs such as xz and sort close
+ * before they exit: the report is then lost, EBADF); report=PATH: appended
+ * to that file, opened now with the process's own rights and closed again.
+ */
+static void report_at_exit(void)
+{
+	int fd;
+
+	if (!elide.opts.report_path[0]) {
+		report_print(STDERR_FILENO);
+		return;
+	}
+	fd = open(elide.opts.report_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0666);
+	if (fd < 0) {
+		log_warning_errno(-errno, "report=%s: cannot open", elide.opts.report_path);
+		return;
+	}
+	report_print(fd);
+	close(fd);
 }
 
 __attribute__((destructor)) static void elide_fini(void)
@@ -2690,7 +3010,7 @@ __attribute__((destructor)) static void elide_fini(void)
 	int saved_errno = errno;
 
 	if (elide.opts.report)
-		report_print(STDERR_FILENO);
+		report_at_exit();
 	watch_waits_flush();
 	segment_fini();
 	errno = saved_errno;

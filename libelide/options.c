@@ -17,6 +17,7 @@ enum opt_type {
 	OPT_BOOL,
 	OPT_RATIO,
 	OPT_MODE,
+	OPT_REPORT,
 };
 
 struct opt_desc {
@@ -53,7 +54,8 @@ static const struct opt_desc opt_table[] = {
 	  "value out of range 1..65536 (power of two)",
 	  "not a decimal number 1..65536 (power of two)" },
 	OPT_U(max_locks, 16, 65535),
-	OPT_B(report),
+	{ "report", OPT_REPORT, offsetof(struct elide_options, report), 0, 0,
+	  "path too long", "must be 0, 1 or an absolute path" },
 	OPT_B(stats),
 	OPT_B(fork_segment),
 	OPT_B(force_normal),
@@ -82,6 +84,7 @@ void elide_options_defaults(struct elide_options *opts)
 		.sample = 64,
 		.max_locks = 4096,
 		.report = false,
+		.report_path = "",
 		.stats = true,
 		.fork_segment = true,
 		.force_normal = false,
@@ -241,6 +244,19 @@ static const char *apply(struct elide_options *opts, const struct opt_desc *d,
 		if (parse_mode(val, len, &m) < 0)
 			return d->syntax_why;
 		memcpy(field, &m, sizeof(m));
+		return NULL;
+	case OPT_REPORT:
+		if (len == 0 || val[0] != '/') {
+			if (parse_bool(val, len, &opts->report) < 0)
+				return d->syntax_why;
+			opts->report_path[0] = '\0';
+			return NULL;
+		}
+		if (len >= sizeof(opts->report_path))
+			return d->range_why;
+		memcpy(opts->report_path, val, len);
+		opts->report_path[len] = '\0';
+		opts->report = true;
 		return NULL;
 	}
 	return "internal error: bad option type";

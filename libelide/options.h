@@ -31,7 +31,8 @@ struct elide_options {
 	unsigned window;          /* window=1..100000000 ...over this many aborts (HotSpot style), default 1000 */
 	unsigned sample;          /* sample=1..65536, power of two: count 1 in N commits, default 64 */
 	unsigned max_locks;       /* max_locks=16..65535 lock records per process, default 4096 */
-	bool report;              /* report=0|1  per-lock summary on stderr at exit, default 0 */
+	bool report;              /* report=0|1|PATH  per-lock summary at exit, default 0 */
+	char report_path[256];    /* ...appended to this file (report=PATH), else on stderr */
 	bool stats;               /* stats=0|1   sampled commit counts and the shared segment, default 1;
 				   * 0 keeps aborts (counted off the fast path) in private memory only */
 	bool fork_segment;        /* fork_segment=0|1 a forked child makes its own segment at its first need (1)

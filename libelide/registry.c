@@ -603,6 +603,10 @@ void rec_note_abort(struct lock_rec *rec, uint32_t status, uint64_t cycles, unsi
 	rec_count(rec, STAT_ATTEMPTS, weight);
 	if (cycles)
 		rec_count(rec, STAT_CYCLES_LOST, cycles * weight);
+	/* Decisions from elided arrive here too: in a process whose every
+	 * transaction aborts (mode=on, policy always) no commit is ever
+	 * counted to look for them. */
+	segment_poll_control();
 	/* The cut-off backs off adaptive locks only; for the others (mode=on,
 	 * policy always) the window would be one more shared line written. */
 	if (!rec_adapts(rec))

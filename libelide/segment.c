@@ -228,7 +228,7 @@ static void fill_header(struct elide_seg_header *h, uint64_t start_time)
 	h->pid = getpid();
 	h->uid = geteuid();
 	h->start_time = start_time;
-	clock_gettime(CLOCK_REALTIME, &now);
+	elide_clock_gettime(CLOCK_REALTIME, &now);
 	h->created_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 	n = readlink("/proc/self/exe", h->exe, sizeof(h->exe) - 1);
 	h->exe[n > 0 ? n : 0] = '\0';
@@ -419,7 +419,7 @@ static void sweep_stale(int dfd)
 
 	if (atomic_flag_test_and_set_explicit(&sweep_busy, memory_order_acquire))
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &now);
+	elide_clock_gettime(CLOCK_MONOTONIC, &now);
 	rng = ((uint64_t)self << 32 ^ (uint64_t)now.tv_nsec ^ (uint64_t)now.tv_sec << 20) | 1;
 	if (lseek(dfd, 0, SEEK_SET) < 0)
 		goto out;
@@ -552,6 +552,9 @@ void segment_publish_status(void)
 	__atomic_store_n(&h->mode, (uint32_t)elide.opts.mode + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&h->rtm_usable, elide.hw.rtm_usable ? 1u : 0u, __ATOMIC_RELAXED);
 	snprintf(h->status_reason, sizeof(h->status_reason), "%s", why ? why : "");
+	/* Not where the program disabled the TSC: no system call for this. */
+	if (!elide_tsc_usable())
+		return;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	__atomic_store_n(&h->publish_ns, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec,
 			 __ATOMIC_RELEASE);
