@@ -158,7 +158,7 @@ int pthread_rwlock_init(pthread_rwlock_t *rw, const pthread_rwlockattr_t *a)
 }
 EOF
 runtime_ok=1
-for v in 2.44 2.27; do
+for v in 2.44 2.43 2.27; do
 	$cc -shared -fPIC -DFAKE_VERSION="\"$v\"" "$tmp/fake-version.c" -o "$tmp/fake-$v.so" 2>"$tmp/err" ||
 		{ fail "building the fake gnu_get_libc_version: $(cat "$tmp/err")"; runtime_ok=0; }
 done
@@ -180,6 +180,22 @@ if [ $runtime_ok = 1 ]; then
 	refuses "$asan_first${asan_first:+ }$tmp/fake-2.27.so $lib" \
 		"glibc 2.27 is older than the 2.28 this libelide was verified against" &&
 		ok "glibc 2.27: pass-through with the reason" || fail "no refusal of glibc 2.27: $(cat "$tmp/err")"
+	# Without RTM a refused glibc stops the watching too: said, not silent.
+	env -u ELIDE_SIM_ABORT -u GLIBC_TUNABLES ELIDE_FAKE_NO_RTM=1 ELIDE=verbose=1,report=1 \
+		LD_PRELOAD="$asan_first${asan_first:+ }$tmp/fake-2.44.so $lib" "$workload" --seconds 1 >/dev/null 2>"$tmp/err" &&
+		grep -qF "not watching either: glibc 2.44 is newer" "$tmp/err" &&
+		grep -qF "elision: off: no usable RTM: disabled by ELIDE_FAKE_NO_RTM; not watching either: glibc 2.44" "$tmp/err" &&
+		ok "glibc 2.44 without RTM: the start-up line and the report say why nothing is watched" ||
+		fail "glibc 2.44 without RTM: no reason for not watching: $(cat "$tmp/err")"
+	# glibc 2.43 removed its elision and the glibc.elision tunables: the
+	# entry changes nothing, libelide elides and keeps its own paths.
+	env -u ELIDE_FAKE_NO_RTM -u ELIDE_SIM_ABORT ELIDE_SIM_ABORT=0x6 GLIBC_TUNABLES=glibc.elision.enable=1 \
+		ELIDE=verbose=1 LD_PRELOAD="$asan_first${asan_first:+ }$tmp/fake-2.43.so $lib" "$workload" --seconds 1 \
+		>/dev/null 2>"$tmp/err" &&
+		grep -qF "eliding with RTM" "$tmp/err" &&
+		grep -qF "default mutexes are locked by libelide with glibc's protocol" "$tmp/err" &&
+		ok "glibc 2.43: glibc.elision.enable=1 does nothing, libelide elides with its own paths" ||
+		fail "glibc 2.43 with glibc.elision.enable=1: $(cat "$tmp/err")"
 	# After libelide: the pthread_rwlock_init libelide passes to (RTLD_NEXT) is the fake.
 	refuses "$preload $tmp/fake-rwinit.so" \
 		"glibc probe: pthread_rwlock_init does not clear the rwlock index bytes (34-37)" &&

@@ -54,6 +54,29 @@ has "no usable RTM: disabled by ELIDE_FAKE_NO_RTM" && has "elision: off: no usab
 run ELIDE=mode=off,report=1 || fail "program failed with mode=off"
 has "elision: off: mode=off" && ok "mode=off: the report says so" || fail "mode=off report: $(cat "$tmp/err")"
 
+# mode=off is the kill switch: the own paths too, and the start-up lines say so.
+run ELIDE=mode=off,verbose=1 || fail "program failed with mode=off"
+has "default mutexes are locked by glibc's functions: mode=off" &&
+	has "rwlocks are read-locked by glibc's functions: mode=off" &&
+	ok "mode=off: every call goes to glibc, the own paths included, and verbose=1 says so" ||
+	fail "mode=off verbose lines: $(cat "$tmp/err")"
+
+# report=PATH: for programs that close stderr before exit (xz, sort).
+env -u ELIDE -u ELIDE_SIM_ABORT -u ELIDE_FAKE_NO_RTM -u GLIBC_TUNABLES ELIDE="report=$tmp/report" \
+	LD_PRELOAD="$preload" "$workload" --seconds 1 >/dev/null 2>&- || fail "program failed with report=PATH"
+grep -q "^libelide: report for pid" "$tmp/report" 2>/dev/null &&
+	ok "report=PATH: the report reaches the file with stderr closed" || fail "report=PATH: no report in $tmp/report"
+env -u ELIDE -u ELIDE_SIM_ABORT -u ELIDE_FAKE_NO_RTM -u GLIBC_TUNABLES ELIDE="report=$tmp/report" \
+	LD_PRELOAD="$preload" "$workload" --seconds 1 >/dev/null 2>&- || fail "program failed with report=PATH"
+n=$(grep -c "^libelide: report for pid" "$tmp/report")
+[ "$n" = 2 ] && ok "report=PATH appends" || fail "report=PATH: want 2 reports in the file, got $n"
+run ELIDE=report=relative/path || fail "program failed with a relative report path"
+has "invalid option 'report=relative/path': must be 0, 1 or an absolute path" &&
+	ok "report=relative/path refused with the reason" || fail "relative report path: $(cat "$tmp/err")"
+run ELIDE="report=$tmp/no-such-dir/report" || fail "program failed with an unwritable report path"
+has "report=$tmp/no-such-dir/report: cannot open" && ok "an unwritable report path is said at exit" ||
+	fail "unwritable report path: $(cat "$tmp/err")"
+
 run ELIDE=verbose=1 ELIDE_SIM_ABORT=lots || fail "program failed with a bad ELIDE_SIM_ABORT"
 has "ELIDE_SIM_ABORT: invalid abort status 'lots'; ignored" && ok "bad ELIDE_SIM_ABORT reported and ignored" ||
 	fail "bad ELIDE_SIM_ABORT: $(cat "$tmp/err")"

@@ -452,6 +452,40 @@ START_TEST(test_many)
 }
 END_TEST
 
+START_TEST(test_report_path)
+{
+	struct elide_options o;
+	struct errlog log;
+	char long_path[300], pair[320];
+
+	elide_options_defaults(&o);
+	ck_assert_str_eq(o.report_path, "");
+	ck_assert_int_eq(parse(&o, "report=/var/tmp/elide.report,retries=2", &log), 0);
+	ck_assert(o.report);
+	ck_assert_str_eq(o.report_path, "/var/tmp/elide.report");
+	ck_assert_uint_eq(o.retries, 2);
+	/* A later report=1 goes back to stderr, report=0 turns it off. */
+	ck_assert_int_eq(parse(&o, "report=1", &log), 0);
+	ck_assert(o.report);
+	ck_assert_str_eq(o.report_path, "");
+	ck_assert_int_eq(parse(&o, "report=/x,report=0", &log), 0);
+	ck_assert(!o.report);
+	ck_assert_str_eq(o.report_path, "");
+	/* Relative paths and overlong ones are refused, and change nothing. */
+	ck_assert_int_eq(parse(&o, "report=rel/path", &log), 1);
+	ck_assert_str_eq(log.why, "must be 0, 1 or an absolute path");
+	ck_assert(!o.report);
+	memset(long_path, 'a', sizeof(long_path) - 1);
+	long_path[0] = '/';
+	long_path[sizeof(long_path) - 1] = '\0';
+	snprintf(pair, sizeof(pair), "report=%s", long_path);
+	ck_assert_int_eq(parse(&o, pair, &log), 1);
+	ck_assert_str_eq(log.why, "path too long");
+	ck_assert(!o.report);
+	ck_assert_str_eq(o.report_path, "");
+}
+END_TEST
+
 START_TEST(test_null_callback)
 {
 	struct elide_options o;
@@ -481,6 +515,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_bad_in_middle);
 	tcase_add_test(tc, test_many);
 	tcase_add_test(tc, test_null_callback);
+	tcase_add_test(tc, test_report_path);
 	suite_add_tcase(s, tc);
 	return s;
 }
