@@ -51,9 +51,15 @@ check() {
 		return
 	fi
 	# COLLAPSE: the rwlock's 15M states in about 1 GB; MEMLIM (MB) stops
-	# pan cleanly rather than the machine.
+	# pan cleanly rather than the machine.  A mutation fails within a few
+	# thousand states: -O0 compiles faster than the search it saves.
+	if [ "$expect" = pass ]; then
+		cflags="$cflags -O2 -DCOLLAPSE"
+	else
+		cflags="$cflags -O0"
+	fi
 	# shellcheck disable=SC2086 # $cc and the flags are lists of words
-	if ! (cd "$dir" && $cc -O2 -w $cflags -DCOLLAPSE -DMEMLIM=3072 -o pan pan.c >cc.log 2>&1); then
+	if ! (cd "$dir" && $cc -w $cflags -DMEMLIM=3072 -o pan pan.c >cc.log 2>&1); then
 		fail "$name: compiling pan.c"
 		cat "$dir/cc.log" >&2
 		return
