@@ -1460,6 +1460,7 @@ static inline void mutex_words_wait_score(bool won)
  * line from the holder and slowed everything down (bench/RESULTS.md).
  * Only while the pauses pay (mutex_words_wait_pays()); wait_spins=0 waits
  * exactly as glibc does.
+ * Modelled in libelide/model/own-mutex.pml: change both together.
  */
 static __attribute__((noinline)) int mutex_words_wait(pthread_mutex_t *m)
 {
@@ -1586,6 +1587,7 @@ static inline int real_mutex_unlock(pthread_mutex_t *m)
  * holds the lock for writing, an overflowing count) goes to glibc, whose
  * code then runs from the same state.  Only where
  * glibc_check_default_rwlock() saw glibc write the word so.
+ * Modelled in libelide/model/own-rwlock.pml: change both together.
  */
 static inline bool own_rwlock_read(const pthread_rwlock_t *rw)
 {
