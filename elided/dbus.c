@@ -41,8 +41,9 @@
  *       (pid, uid, exe, comm, unit, mode, state, acquired_per_sec,
  *        commits_per_sec, abort_ratio, cycles_lost_per_sec, start_time,
  *        nlocks); only the caller's processes unless the caller is root.
- *       mode is the one elided applies: the runtime override, else the
- *       configuration's.  start_time is /proc/PID/stat field 22.
+ *       mode is the one the process runs with, as its segment says: a
+ *       decision (runtime override, else the configuration's) shows once
+ *       the process applied it.  start_time is /proc/PID/stat field 22.
  *   ListProcessesWithoutSegment() -> a(uuts) processes
  *       (pid, uid, start_time, comm): the processes counted by
  *       ProcessesWithoutSegment (discovery.h says which), only the caller's
@@ -134,6 +135,7 @@
 #include <systemd/sd-bus.h>
 
 #include "dbus.h"
+#include "segment-names.h"
 #include "events.h"
 #include "discovery.h"
 #include "elided.h"
@@ -267,6 +269,17 @@ static const char *bus_string(const char *s, char *buf, size_t size)
 static const char *mode_string(enum policy_mode mode)
 {
 	return mode == POLICY_MODE_UNSET ? "" : policy_mode_to_string(mode);
+}
+
+/* The mode a process runs with, as it last said in its segment: elided
+ * never reports a decision the process has not applied (a process
+ * applies one at its next lock call, or its next sampled one).  Until its
+ * segment was read: the decision. */
+static const char *process_mode_string(const struct tracked_process *p)
+{
+	if (p->mode >= ELIDE_SEG_MODE_ADAPTIVE && p->mode <= ELIDE_SEG_MODE_WATCH)
+		return seg_mode_to_string(p->mode);
+	return mode_string(p->override != POLICY_MODE_UNSET ? p->override : p->decision.mode);
 }
 
 /* ---- figures ----------------------------------------------------------- */
@@ -581,7 +594,7 @@ static int method_list_processes(sd_bus_message *m, void *userdata, sd_bus_error
 					  bus_string(p->exe, exe, sizeof(exe)),
 					  bus_string(p->comm, comm, sizeof(comm)),
 					  bus_string(p->unit, unit, sizeof(unit)),
-					  mode_string(p->override != POLICY_MODE_UNSET ? p->override : p->decision.mode),
+					  process_mode_string(p),
 					  bus_string(state, state_clean, sizeof(state_clean)),
 					  t.acquired, t.commits, abort_ratio(t.aborts, t.attempts), t.cycles_lost,
 					  p->start_time, (uint32_t)p->nlocks, t.wait);

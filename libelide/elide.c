@@ -2911,6 +2911,9 @@ static uint8_t path_of_mode(enum elide_mode mode)
  */
 void elide_set_mode(enum elide_mode mode)
 {
+	/* ELIDE=mode=off: the program's own kill switch outranks elided's. */
+	if (elide.env_mode == ELIDE_MODE_OFF)
+		return;
 	elide.opts.mode = mode;
 	set_path(path_of_mode(mode));
 	registry_apply_mode();

@@ -151,6 +151,24 @@ poll 15 bash -c "[ \"\$('$elidectl' show $wa --json | jq -r '[.locks[] | select(
 expect 0 "" "reset PID --lock cache_lock" -- "$elidectl" reset "$wa" --lock cache_lock
 expect 0 "" "reset PID" -- "$elidectl" reset "$wa"
 poll 15 mode_is "$wa" adaptive && ok "reset: back to adaptive" || fail "reset not applied"
+# A decision reaches a process whose every transaction aborts (mode=on, no
+# commit ever counted), and elided shows a mode only once the process runs it.
+cp "$workload" "$tmp/wl-on"
+elrun --mode on -- "$tmp/wl-on" --seconds 120 >/dev/null &
+won=$!; pids+=("$won")
+poll 15 listed "$won" && ok "run: wl-on (pid $won, every transaction aborts) listed" || fail "wl-on not listed"
+seg_mode_is() { [ "$("$elidectl" show "$1" --runtime-dir "$rundir" --json | jq -r .mode)" = "$2" ]; }
+list_mode() { "$elidectl" list --json | jq -r --argjson p "$1" '.[] | select(.pid == $p) | .mode'; }
+expect 0 "" "set wl-on off" -- "$elidectl" set "$won" off
+poll 15 seg_mode_is "$won" off && ok "set: an all-aborting mode=on process applied off (its segment says off)" ||
+	fail "set off not applied by the all-aborting process: segment says $("$elidectl" show "$won" --runtime-dir "$rundir" --json | jq -r .mode)"
+poll 15 bash -c "[ \"\$('$elidectl' list --json | jq -r '.[] | select(.pid == $won) | .mode')\" = off ]" &&
+	ok "list: off once the process runs it" || fail "list mode after set off: $(list_mode "$won")"
+expect 0 "" "reset wl-on" -- "$elidectl" reset "$won"
+poll 15 seg_mode_is "$won" on && ok "reset: the switched-off process is back to on (decisions reach mode=off)" ||
+	fail "reset not applied to the switched-off process"
+kill "$won" 2>/dev/null
+
 # Who turned a lock off, in the table's words and JSON's alike.
 # (the process is back to adaptive: its lock's own state shows)
 expect 0 "" "set PID --lock cache_lock off" -- "$elidectl" set "$wa" --lock cache_lock off
