@@ -19,7 +19,7 @@
 
 struct discovery;
 struct elfsym_maps;
-struct bus_subscriber;
+struct bus_state;
 struct symbolizer;
 struct learned_store;
 
@@ -253,7 +253,7 @@ struct elided {
 	bool rtm_usable;
 	char rtm_reason[160];
 	bool bus_required;           /* --no-bus not given */
-	struct bus_subscriber *subscribers; /* dbus.c: who gets our signals */
+	struct bus_state *bus_state; /* dbus.c: callers, queues, subscribers */
 	size_t nsubscribers;
 	struct log_ratelimit ratelimit; /* per uid, for what users can trigger */
 	struct symbolizer *symbolizer; /* symbolizer.c: names from ELF files, off the loop */
