@@ -53,7 +53,8 @@ static int on_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_error)
 	if (e) {
 		errors++;
 		if (!first_error[0])
-			snprintf(first_error, sizeof(first_error), "%s", e->name ? e->name : "?");
+			snprintf(first_error, sizeof(first_error), "%s (%s)", e->name ? e->name : "?",
+				 e->message ? e->message : "");
 	} else {
 		replies++;
 	}

@@ -244,3 +244,5 @@ check_PROGRAMS += tests/integration/bus-flood
 tests_integration_bus_flood_SOURCES = tests/integration/bus-flood.c
 tests_integration_bus_flood_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS)
 tests_integration_bus_flood_LDADD = $(SYSTEMD_LIBS)
+TESTS += tests/integration/test-elided-bus.sh
+EXTRA_DIST += tests/integration/test-elided-bus.sh
