@@ -69,6 +69,9 @@ enum {
 	VIEW_LEARNED_UNCHECKED = 0,  /* a new view: not yet compared with the hints */
 	VIEW_LEARNED_NONE = 1,       /* no learned decision in force */
 	VIEW_LEARNED_OFF = 2,        /* off from the store, until its probe */
+	VIEW_LEARNED_FOREIGN = 3,    /* the process changed owner: a learned
+				      * decision in the segment is the former
+				      * owner's, checked against the hints alone */
 };
 
 /*
