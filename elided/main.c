@@ -406,6 +406,8 @@ static void setup_logging(bool verbose)
 	const char *stream = getenv("JOURNAL_STREAM");
 
 	log_set_prefix("elided");
+	/* Paths, comms, lock and module names come from processes. */
+	log_set_escape(true);
 	log_set_max_priority(verbose ? LOG_DEBUG : LOG_INFO);
 	/* stderr connected to journald: let it read our priorities (it adds
 	 * our name itself).  Events go as structured entries when stderr is
