@@ -246,3 +246,5 @@ tests_integration_bus_flood_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS)
 tests_integration_bus_flood_LDADD = $(SYSTEMD_LIBS)
 TESTS += tests/integration/test-elided-bus.sh
 EXTRA_DIST += tests/integration/test-elided-bus.sh
+TESTS += tests/integration/test-elided-lognames.sh
+EXTRA_DIST += tests/integration/test-elided-lognames.sh
