@@ -13,6 +13,7 @@
 static const char *log_prefix = "elide";
 static int log_max_priority = LOG_INFO;
 static bool log_journal;
+static bool log_escape;
 static int log_fd = STDERR_FILENO;
 
 void log_set_prefix(const char *prefix)
@@ -40,6 +41,41 @@ void log_set_fd(int fd)
 	log_fd = fd;
 }
 
+void log_set_escape(bool enable)
+{
+	log_escape = enable;
+}
+
+/*
+ * The message part of buf[from, len) with control bytes as \xNN and '\'
+ * as "\\": a name taken from a process (an executable called "x\nelided:
+ * ..." or holding a terminal escape) shows as text, and cannot forge a
+ * line or drive whoever reads the log.  Returns the new length.  Not
+ * inlined: libelide (no escaping) never pays for its buffer on the stack.
+ */
+static __attribute__((noinline)) size_t escape_line(char *buf, size_t from, size_t len, size_t size)
+{
+	char out[LOG_LINE_MAX * 4];
+	size_t n = 0;
+
+	for (size_t i = from; i < len && n + 4 < sizeof(out); i++) {
+		unsigned char c = (unsigned char)buf[i];
+
+		if (c < 0x20 || c == 0x7f) {
+			n += (size_t)snprintf(out + n, sizeof(out) - n, "\\x%02x", c);
+		} else if (c == '\\') {
+			out[n++] = '\\';
+			out[n++] = '\\';
+		} else {
+			out[n++] = (char)c;
+		}
+	}
+	if (from + n > size)
+		n = size - from;
+	memcpy(buf + from, out, n);
+	return from + n;
+}
+
 static void write_all(int fd, const char *buf, size_t len)
 {
 	while (len > 0) {
@@ -62,7 +98,7 @@ static void write_all(int fd, const char *buf, size_t len)
 static void log_line(int priority, int error, const char *fmt, va_list ap)
 {
 	char buf[LOG_LINE_MAX];
-	size_t len = 0;
+	size_t len = 0, prefix_len;
 	int saved_errno = errno;
 	int n;
 
@@ -75,11 +111,14 @@ static void log_line(int priority, int error, const char *fmt, va_list ap)
 		n = snprintf(buf, sizeof(buf), "%s: ", log_prefix);
 	if (n > 0)
 		len = (size_t)n;
+	prefix_len = len;
 	if (len < sizeof(buf)) {
 		n = vsnprintf(buf + len, sizeof(buf) - len, fmt, ap);
 		if (n > 0)
 			len += (size_t)n;
 	}
+	if (log_escape && len > prefix_len)
+		len = escape_line(buf, prefix_len, len < sizeof(buf) ? len : sizeof(buf) - 1, sizeof(buf));
 	if (error && len < sizeof(buf)) {
 		n = snprintf(buf + len, sizeof(buf) - len, ": %s", strerror(error));
 		if (n > 0)

@@ -24,6 +24,9 @@ void log_set_max_priority(int priority);
 int log_get_max_priority(void);
 void log_set_journal_prefix(bool enable);
 void log_set_fd(int fd);
+/* Control bytes of messages as \xNN, '\' as "\\" (elided: messages name
+ * what processes chose).  Off by default (libelide's stack is the program's). */
+void log_set_escape(bool enable);
 
 /* Returns -error (or 0 if error is 0), so callers can `return log_error_errno(...)`. */
 int log_full_errno(int priority, int error, const char *fmt, ...) _printf_(3, 4);

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <libconfig.h>
 #include <limits.h>
@@ -481,6 +482,36 @@ static int get_metrics_dir(const struct parser *p, const config_setting_t *s, ch
 	return 0;
 }
 
+/* A group name or number; "" is root's group again. */
+static int get_metrics_group(const struct parser *p, const config_setting_t *s, gid_t *ret)
+{
+	const char *v = NULL;
+	struct group *gr;
+	unsigned long n;
+	char *end;
+	int r = get_string(p, s, &v);
+
+	if (r < 0)
+		return r;
+	if (!v)
+		return fail(p, s, "metrics_group: no value");
+	if (!v[0]) {
+		*ret = (gid_t)-1;
+		return 0;
+	}
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (!errno && !*end && v[0] >= '0' && v[0] <= '9' && n < (unsigned long)(gid_t)-1) {
+		*ret = (gid_t)n;
+		return 0;
+	}
+	gr = getgrnam(v);
+	if (!gr)
+		return fail(p, s, "metrics_group: no group \"%s\"", v);
+	*ret = gr->gr_gid;
+	return 0;
+}
+
 static int parse_daemon(const struct parser *p, const config_setting_t *g, struct elide_config *cfg)
 {
 	int r = expect_group(p, g, "daemon");
@@ -502,6 +533,8 @@ static int parse_daemon(const struct parser *p, const config_setting_t *g, struc
 			r = get_observe_lock_waits(p, s, &cfg->observe_lock_waits);
 		} else if (streq(name, "metrics_dir")) {
 			r = get_metrics_dir(p, s, &cfg->metrics_dir);
+		} else if (streq(name, "metrics_group")) {
+			r = get_metrics_group(p, s, &cfg->metrics_gid);
 		} else if (streq(name, "metrics_interval")) {
 			r = get_number(p, s, 1.0, 3600.0, &cfg->metrics_interval);
 		} else if (streq(name, "metrics_programs")) {
@@ -969,6 +1002,7 @@ static struct elide_config *config_new(void)
 	cfg->metrics_interval = 15.0;
 	cfg->metrics_programs = 100;
 	cfg->metrics_locks = 10;
+	cfg->metrics_gid = (gid_t)-1;
 	cfg->default_mode = POLICY_MODE_ADAPTIVE;
 	/* The daemon-side cut-off; libelide's own knobs stay its defaults. */
 	cfg->default_knobs.max_abort_ratio = DEFAULT_MAX_ABORT_RATIO;

@@ -129,9 +129,12 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <systemd/sd-bus.h>
 
 #include "dbus.h"
@@ -167,13 +170,61 @@ static const struct {
 	{ "other", ELIDE_SEG_STAT_ABORT_OTHER },
 };
 
-/* A connection that called Subscribe, until it leaves or unsubscribes. */
-struct bus_subscriber {
-	struct bus_subscriber *next;
+/*
+ * Every method call waits in a queue of its caller's uid, and the queues
+ * are served in turn, one call each (on_work()): a user who pipelines
+ * thousands of calls delays another user's by one call, not by all of his.
+ * A call is queued as soon as sd-bus reads it; its sender's uid is asked of
+ * the bus daemon once per connection, asynchronously (a synchronous call
+ * would let the whole backlog pile up behind it), and the call waits with
+ * its connection ("parked") until the answer.
+ */
+struct bus_call {
+	struct bus_call *next;
+	sd_bus_message *m;
+	struct bus_peer *peer;
+	sd_bus_message_handler_t handler;
+	uint64_t read_ns;            /* when sd-bus gave it to us */
+};
+
+/* What elided holds for one uid with a connection that called it. */
+struct bus_uid {
+	struct bus_uid *next;        /* every uid (bus_state.uids) */
+	struct bus_uid *turn_next;   /* uids with calls queued, in turn */
+	bool in_turn;
+	uid_t uid;
+	struct bus_call *head, *tail;
+	size_t queued;               /* <= ELIDED_MAX_CALLS_PER_UID */
+	size_t peers;                /* connections of this uid known to us */
+	size_t subscribers;          /* <= ELIDED_MAX_SUBSCRIBERS_PER_UID (non-root) */
+};
+
+/* A connection (unique name) that called us, until it leaves the bus. */
+struct bus_peer {
+	struct bus_peer *hnext;      /* hash chain */
+	struct bus_peer *snext;      /* subscribers (bus_state.subscribers) */
 	struct elided *d;
-	sd_bus_track *track;         /* tells us when the name leaves the bus */
-	char *name;                  /* unique bus name */
-	uid_t uid;                   /* its effective uid, from the bus daemon */
+	char *name;
+	struct bus_uid *u;           /* NULL until the bus daemon said */
+	sd_bus_slot *lookup;         /* GetConnectionUnixUser in flight */
+	struct bus_call *parked, *parked_tail;
+	size_t nparked;
+	bool subscribed;
+};
+
+#define BUS_PEER_BUCKETS 256u
+
+struct bus_state {
+	struct bus_peer *peers[BUS_PEER_BUCKETS];
+	size_t npeers, nlookups, nparked;
+	struct bus_uid *uids;
+	struct bus_uid *turn_head, *turn_tail;
+	struct bus_peer *subscribers;
+	sd_event_source *work;       /* on_work(), on while calls are queued */
+	sd_event_source *reconnect;  /* after the connection was lost */
+	uint64_t backoff_usec;
+	unsigned attempts;
+	bool connected;              /* d->bus is open (not lost) */
 };
 
 bool elided_bus_may_access(uid_t caller, uid_t owner)
@@ -326,27 +377,21 @@ static void process_state(const struct tracked_process *p, char *buf, size_t siz
 
 /* ---- callers ----------------------------------------------------------- */
 
-/* The sender's effective uid as the bus daemon saw it on its socket. */
+/*
+ * The call being run (run_call()): every method runs from the per-uid
+ * queues below, with its caller's uid already known.
+ */
+static const struct bus_call *running;
+
+/* The sender's effective uid, as the bus daemon saw it on its socket when
+ * the sender connected (GetConnectionUnixUser, never from the message). */
 static int caller_uid(sd_bus_message *m, uid_t *ret, sd_bus_error *error)
 {
-	_cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
-	uid_t uid;
-	int r;
-
-	r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID | SD_BUS_CREDS_AUGMENT, &creds);
-	if (r < 0)
-		return sd_bus_error_set_errnof(error, r, "Cannot determine the caller's credentials: %m");
-
-	/* /proc-derived (augmented) values are racy against PID reuse: refuse them. */
-	if (sd_bus_creds_get_augmented_mask(creds) & SD_BUS_CREDS_EUID)
-		return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
-					 "Permission denied: the caller's uid is not known reliably");
-
-	r = sd_bus_creds_get_euid(creds, &uid);
-	if (r < 0)
-		return sd_bus_error_set_errnof(error, r, "Cannot determine the caller's uid: %m");
-
-	*ret = uid;
+	if (!running || running->m != m) {
+		sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "Permission denied: the caller's uid is not known");
+		return -EACCES;
+	}
+	*ret = running->peer->u->uid;
 	return 0;
 }
 
@@ -1071,100 +1116,482 @@ static int method_reload(sd_bus_message *m, void *userdata, sd_bus_error *error)
 	return sd_bus_reply_method_return(m, NULL);
 }
 
-/* ---- subscriptions ----------------------------------------------------- */
+/* ---- peers, uids and the queues ---------------------------------------- */
 
-static struct bus_subscriber *find_subscriber(struct elided *d, const char *name)
+static unsigned peer_hash(const char *name)
 {
-	for (struct bus_subscriber *s = d->subscribers; s; s = s->next)
-		if (!strcmp(s->name, name))
-			return s;
+	unsigned h = 5381;
+
+	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+		h = h * 33 + *c;
+	return h % BUS_PEER_BUCKETS;
+}
+
+static struct bus_peer *find_peer(struct bus_state *st, const char *name)
+{
+	for (struct bus_peer *p = st->peers[peer_hash(name)]; p; p = p->hnext)
+		if (!strcmp(p->name, name))
+			return p;
 	return NULL;
 }
 
-static void subscriber_free(struct elided *d, struct bus_subscriber *s)
+static struct bus_uid *get_uid(struct bus_state *st, uid_t uid)
 {
-	for (struct bus_subscriber **pp = &d->subscribers; *pp; pp = &(*pp)->next)
-		if (*pp == s) {
-			*pp = s->next;
-			d->nsubscribers--;
+	struct bus_uid *u;
+
+	for (u = st->uids; u; u = u->next)
+		if (u->uid == uid)
+			return u;
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->uid = uid;
+	u->next = st->uids;
+	st->uids = u;
+	return u;
+}
+
+/* Frees u once nothing refers to it (its calls went with its peers). */
+static void put_uid(struct bus_state *st, struct bus_uid *u)
+{
+	if (u->peers || u->queued || u->in_turn)
+		return;
+	for (struct bus_uid **pp = &st->uids; *pp; pp = &(*pp)->next)
+		if (*pp == u) {
+			*pp = u->next;
 			break;
 		}
-	sd_bus_track_unref(s->track);
-	free(s->name);
-	free(s);
+	free(u);
 }
 
-/* The subscriber's connection left the bus (sd-bus saw NameOwnerChanged). */
-static int on_subscriber_gone(sd_bus_track *track, void *userdata)
+static void call_free(struct bus_call *c)
 {
-	struct bus_subscriber *s = userdata;
+	sd_bus_message_unref(c->m);
+	free(c);
+}
 
-	log_debug("D-Bus subscriber %s (uid %u) disconnected", s->name, (unsigned)s->uid);
-	subscriber_free(s->d, s);
+/* Answers a call that will not run: refused, or its uid not known. */
+static void call_refuse(struct bus_call *c, const char *name, const char *fmt, ...) _printf_(3, 4);
+
+static void call_refuse(struct bus_call *c, const char *name, const char *fmt, ...)
+{
+	sd_bus_error error = SD_BUS_ERROR_NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	sd_bus_error_setfv(&error, name, fmt, ap);
+	va_end(ap);
+	(void)sd_bus_reply_method_error(c->m, &error);
+	sd_bus_error_free(&error);
+	call_free(c);
+}
+
+/* Replies are waiting for the socket: running calls now only makes every
+ * later answer, another user's too, wait longer. */
+static bool congested(struct elided *d)
+{
+	uint64_t n = 0;
+
+	return d->bus && sd_bus_get_n_queued_write(d->bus, &n) >= 0 && n >= ELIDED_BUS_WQUEUE_MAX;
+}
+
+static void arm_work(struct elided *d)
+{
+	struct bus_state *st = d->bus_state;
+
+	if (st->work && st->turn_head && !congested(d))
+		sd_event_source_set_enabled(st->work, SD_EVENT_ON);
+}
+
+/*
+ * A call past its uid's limit: refused, or, while replies are waiting for
+ * the socket, dropped unanswered, for an error reply too would wait in
+ * line ahead of other users' answers (its caller gets the bus daemon's
+ * NoReply in time, and no more of its calls reach us meanwhile).
+ */
+static int over_limit(struct elided *d, uid_t uid, sd_bus_error *error)
+{
+	if (congested(d)) {
+		log_uid(&d->ratelimit, uid, LOG_NOTICE,
+			"uid %u has %u D-Bus calls waiting for elided; dropping more while the bus is congested",
+			(unsigned)uid, ELIDED_MAX_CALLS_PER_UID);
+		return 1;
+	}
+	return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED, "uid %u already has %u calls waiting for elided",
+				 (unsigned)uid, ELIDED_MAX_CALLS_PER_UID);
+}
+
+/* Queues c behind its uid's earlier calls; refuses it past the cap. */
+static void queue_call(struct elided *d, struct bus_call *c)
+{
+	struct bus_state *st = d->bus_state;
+	struct bus_uid *u = c->peer->u;
+
+	if (u->queued >= ELIDED_MAX_CALLS_PER_UID) {
+		sd_bus_error error = SD_BUS_ERROR_NULL;
+
+		if (over_limit(d, u->uid, &error) < 0)
+			(void)sd_bus_reply_method_error(c->m, &error);
+		sd_bus_error_free(&error);
+		call_free(c);
+		return;
+	}
+	c->next = NULL;
+	if (u->tail)
+		u->tail->next = c;
+	else
+		u->head = c;
+	u->tail = c;
+	u->queued++;
+	if (!u->in_turn) {
+		u->in_turn = true;
+		u->turn_next = NULL;
+		if (st->turn_tail)
+			st->turn_tail->turn_next = u;
+		else
+			st->turn_head = u;
+		st->turn_tail = u;
+	}
+	arm_work(d);
+}
+
+static void unsubscribe(struct elided *d, struct bus_peer *p)
+{
+	struct bus_state *st = d->bus_state;
+
+	if (!p->subscribed)
+		return;
+	for (struct bus_peer **pp = &st->subscribers; *pp; pp = &(*pp)->snext)
+		if (*pp == p) {
+			*pp = p->snext;
+			break;
+		}
+	p->subscribed = false;
+	p->u->subscribers--;
+	d->nsubscribers--;
+}
+
+/* p left the bus (or the bus left us): nothing of it stays, its calls are
+ * dropped unanswered (there is nobody to answer). */
+static void peer_free(struct elided *d, struct bus_peer *p)
+{
+	struct bus_state *st = d->bus_state;
+	struct bus_call *c, *next;
+
+	for (struct bus_peer **pp = &st->peers[peer_hash(p->name)]; *pp; pp = &(*pp)->hnext)
+		if (*pp == p) {
+			*pp = p->hnext;
+			break;
+		}
+	st->npeers--;
+	if (p->lookup) {
+		p->lookup = sd_bus_slot_unref(p->lookup);
+		st->nlookups--;
+	}
+	for (c = p->parked; c; c = next) {
+		next = c->next;
+		call_free(c);
+	}
+	st->nparked -= p->nparked;
+	if (p->u) {
+		struct bus_uid *u = p->u;
+		struct bus_call **cp = &u->head;
+
+		unsubscribe(d, p);
+		u->tail = NULL;
+		while (*cp) {
+			c = *cp;
+			if (c->peer == p) {
+				*cp = c->next;
+				u->queued--;
+				call_free(c);
+				continue;
+			}
+			u->tail = c;
+			cp = &c->next;
+		}
+		u->peers--;
+		put_uid(st, u);
+	}
+	free(p->name);
+	free(p);
+}
+
+/* The bus daemon said who p is: its parked calls join its uid's queue. */
+static int on_lookup(sd_bus_message *m, void *userdata, sd_bus_error *ret_error)
+{
+	struct bus_peer *p = userdata;
+	struct elided *d = p->d;
+	struct bus_state *st = d->bus_state;
+	const sd_bus_error *e = sd_bus_message_get_error(m);
+	struct bus_call *c, *next;
+	struct bus_uid *u = NULL;
+	uint32_t uid;
+	int r = 0;
+
+	(void)ret_error;
+	p->lookup = sd_bus_slot_unref(p->lookup);
+	st->nlookups--;
+	if (e)
+		r = -sd_bus_error_get_errno(e) ?: -EIO;
+	else
+		r = sd_bus_message_read(m, "u", &uid);
+	if (r >= 0) {
+		u = get_uid(st, (uid_t)uid);
+		if (!u)
+			r = -ENOMEM;
+	}
+	if (r >= 0 && u->peers >= ELIDED_MAX_PEERS_PER_UID) {
+		put_uid(st, u);
+		u = NULL;
+		r = -EUSERS;
+	}
+	c = p->parked;
+	p->parked = p->parked_tail = NULL;
+	st->nparked -= p->nparked;
+	p->nparked = 0;
+	if (r < 0) {
+		/* Asked again at its next call. */
+		for (; c; c = next) {
+			next = c->next;
+			if (r == -EUSERS)
+				call_refuse(c, SD_BUS_ERROR_LIMITS_EXCEEDED,
+					    "uid %u already has %u connections known to elided", (unsigned)uid,
+					    ELIDED_MAX_PEERS_PER_UID);
+			else
+				call_refuse(c, SD_BUS_ERROR_ACCESS_DENIED,
+					    "Permission denied: the caller's uid is not known (%s)",
+					    e && e->message ? e->message : strerror(-r));
+		}
+		return 0;
+	}
+	p->u = u;
+	u->peers++;
+	for (; c; c = next) {
+		next = c->next;
+		queue_call(d, c);
+	}
 	return 0;
 }
+
+/*
+ * The vtable's handler of every method: queue the call and answer later
+ * (run_call()).  An error returned here is sd-bus's to send at once.
+ */
+static int enqueue(sd_bus_message *m, struct elided *d, sd_bus_message_handler_t handler, sd_bus_error *error)
+{
+	struct bus_state *st = d->bus_state;
+	const char *sender = sd_bus_message_get_sender(m);
+	struct bus_peer *p;
+	struct bus_call *c;
+	int r;
+
+	if (!sender || !st)
+		return sd_bus_error_setf(error, SD_BUS_ERROR_NOT_SUPPORTED, "elided answers on the bus only");
+	p = find_peer(st, sender);
+	if (p && p->u && p->u->queued >= ELIDED_MAX_CALLS_PER_UID)
+		return over_limit(d, p->u->uid, error);
+	if (p && !p->u && p->nparked >= ELIDED_MAX_PARKED_PER_PEER)
+		return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
+					 "%u calls of this connection already wait for its uid", ELIDED_MAX_PARKED_PER_PEER);
+	if (!p && st->nlookups >= ELIDED_MAX_LOOKUPS)
+		return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
+					 "elided is asking the uids of %u connections already, try again",
+					 ELIDED_MAX_LOOKUPS);
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		p->d = d;
+		p->name = strdup(sender);
+		if (!p->name) {
+			free(p);
+			return -ENOMEM;
+		}
+		p->hnext = st->peers[peer_hash(sender)];
+		st->peers[peer_hash(sender)] = p;
+		st->npeers++;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->m = sd_bus_message_ref(m);
+	c->read_ns = now_ns();
+	c->peer = p;
+	c->handler = handler;
+	if (p->u) {
+		queue_call(d, c);
+		return 1;
+	}
+	if (!p->lookup) {
+		/* The bus daemon's SO_PEERCRED of the connection: its euid. */
+		r = sd_bus_call_method_async(sd_bus_message_get_bus(m), &p->lookup, "org.freedesktop.DBus",
+					     "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixUser",
+					     on_lookup, p, "s", sender);
+		if (r < 0) {
+			call_free(c);
+			if (!p->nparked)
+				peer_free(d, p);
+			return sd_bus_error_set_errnof(error, r, "Cannot determine the caller's credentials: %m");
+		}
+		st->nlookups++;
+	}
+	if (p->parked_tail)
+		p->parked_tail->next = c;
+	else
+		p->parked = c;
+	p->parked_tail = c;
+	p->nparked++;
+	st->nparked++;
+	return 1;
+}
+
+/* One call, with `running` saying whose it is; its error, if any, answered. */
+static void run_call(struct elided *d, struct bus_call *c)
+{
+	sd_bus_error error = SD_BUS_ERROR_NULL;
+	int r;
+
+	/* A call that waited long says who kept it waiting. */
+	if (now_ns() - c->read_ns > 1000000000u)
+		log_debug("D-Bus call %s of uid %u waited %.0f ms to run", sd_bus_message_get_member(c->m),
+			  (unsigned)c->peer->u->uid, (double)(now_ns() - c->read_ns) / 1e6);
+	running = c;
+	r = c->handler(c->m, d, &error);
+	running = NULL;
+	if (r < 0 || sd_bus_error_is_set(&error)) {
+		r = sd_bus_reply_method_errno(c->m, r < 0 ? r : -EIO, &error);
+		if (r < 0)
+			log_debug("cannot answer %s of %s: %s", sd_bus_message_get_member(c->m), c->peer->name,
+				  strerror(-r));
+	}
+	sd_bus_error_free(&error);
+	call_free(c);
+}
+
+/* Up to ELIDED_BUS_BATCH calls, one of each uid in turn. */
+static int on_work(sd_event_source *s, void *userdata)
+{
+	struct elided *d = userdata;
+	struct bus_state *st = d->bus_state;
+
+	for (unsigned n = 0; n < ELIDED_BUS_BATCH && st->turn_head && !congested(d); n++) {
+		struct bus_uid *u = st->turn_head;
+		struct bus_call *c = u->head;
+
+		st->turn_head = u->turn_next;
+		if (!st->turn_head)
+			st->turn_tail = NULL;
+		u->in_turn = false;
+		if (!c) {
+			/* Its calls went with their connection (peer_free). */
+			put_uid(st, u);
+			continue;
+		}
+		u->head = c->next;
+		if (!u->head)
+			u->tail = NULL;
+		u->queued--;
+		/* Back in line behind the others before it runs: a call
+		 * that frees its own peer's uid finds nothing in turn. */
+		if (u->head) {
+			u->in_turn = true;
+			u->turn_next = NULL;
+			if (st->turn_tail)
+				st->turn_tail->turn_next = u;
+			else
+				st->turn_head = u;
+			st->turn_tail = u;
+		}
+		run_call(d, c);
+		put_uid(st, u);
+	}
+	/* Again once the socket took the replies (elided_bus_drain). */
+	if (!st->turn_head || congested(d))
+		sd_event_source_set_enabled(s, SD_EVENT_OFF);
+	return 0;
+}
+
+/* A name left the bus: a unique name is a connection, and its peer goes. */
+static int on_name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *ret_error)
+{
+	struct elided *d = userdata;
+	const char *name, *old_owner, *new_owner;
+	struct bus_peer *p;
+
+	(void)ret_error;
+	if (!d->bus_state || sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0)
+		return 0;
+	if (name[0] != ':' || *new_owner)
+		return 0;
+	p = find_peer(d->bus_state, name);
+	if (p) {
+		if (p->subscribed)
+			log_debug("D-Bus subscriber %s (uid %u) disconnected", p->name, (unsigned)p->u->uid);
+		peer_free(d, p);
+	}
+	return 0;
+}
+
+/* ---- subscriptions ----------------------------------------------------- */
 
 static int method_subscribe(sd_bus_message *m, void *userdata, sd_bus_error *error)
 {
 	struct elided *d = userdata;
-	struct bus_subscriber *s;
-	const char *sender = sd_bus_message_get_sender(m);
-	size_t of_uid = 0;
-	uid_t uid;
-	int r;
+	struct bus_peer *p = running->peer;
+	struct bus_uid *u = p->u;
 
-	r = caller_uid(m, &uid, error);
-	if (r < 0)
-		return r;
-	if (!sender)
-		return sd_bus_error_setf(error, SD_BUS_ERROR_NOT_SUPPORTED, "Subscribing needs a bus connection");
-	if (find_subscriber(d, sender))
+	if (p->subscribed)
 		return sd_bus_reply_method_return(m, NULL);
 	/* What one user can make the daemon hold. */
-	for (s = d->subscribers; s; s = s->next)
-		of_uid += s->uid == uid;
-	if (uid != 0 && of_uid >= ELIDED_MAX_SUBSCRIBERS_PER_UID)
+	if (u->uid != 0 && u->subscribers >= ELIDED_MAX_SUBSCRIBERS_PER_UID)
 		return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
-					 "uid %u already has %u subscriptions", (unsigned)uid,
+					 "uid %u already has %u subscriptions", (unsigned)u->uid,
 					 ELIDED_MAX_SUBSCRIBERS_PER_UID);
-
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		return -ENOMEM;
-	s->d = d;
-	s->uid = uid;
-	s->name = strdup(sender);
-	if (!s->name) {
-		free(s);
-		return -ENOMEM;
-	}
-	r = sd_bus_track_new(sd_bus_message_get_bus(m), &s->track, on_subscriber_gone, s);
-	if (r >= 0)
-		r = sd_bus_track_add_sender(s->track, m);
-	if (r < 0) {
-		sd_bus_track_unref(s->track);
-		free(s->name);
-		free(s);
-		return sd_bus_error_set_errnof(error, r, "Cannot track the subscriber: %m");
-	}
-	s->next = d->subscribers;
-	d->subscribers = s;
+	/* Nothing to set up: the peer goes when its name leaves the bus
+	 * (on_name_owner_changed), and with it the subscription. */
+	p->subscribed = true;
+	p->snext = d->bus_state->subscribers;
+	d->bus_state->subscribers = p;
+	u->subscribers++;
 	d->nsubscribers++;
-	log_debug("D-Bus subscriber %s (uid %u)", s->name, (unsigned)uid);
+	log_debug("D-Bus subscriber %s (uid %u)", p->name, (unsigned)u->uid);
 	return sd_bus_reply_method_return(m, NULL);
 }
 
 static int method_unsubscribe(sd_bus_message *m, void *userdata, sd_bus_error *error)
 {
-	struct elided *d = userdata;
-	const char *sender = sd_bus_message_get_sender(m);
-	struct bus_subscriber *s = sender ? find_subscriber(d, sender) : NULL;
+	struct bus_peer *p = running->peer;
 
-	if (!s)
+	if (!p->subscribed)
 		return sd_bus_error_setf(error, ELIDED_ERROR_NOT_SUBSCRIBED, "Not subscribed");
-	subscriber_free(d, s);
+	unsubscribe(userdata, p);
 	return sd_bus_reply_method_return(m, NULL);
 }
+
+/* The vtable's handlers: each queues its call for the real one. */
+#define QUEUED(fn)                                                                    \
+	static int fn##_queued(sd_bus_message *m, void *userdata, sd_bus_error *error) \
+	{                                                                             \
+		return enqueue(m, userdata, fn, error);                                \
+	}
+QUEUED(method_get_status)
+QUEUED(method_list_processes)
+QUEUED(method_list_no_segment)
+QUEUED(method_list_observed_locks)
+QUEUED(method_list_programs)
+QUEUED(method_get_locks)
+QUEUED(method_get_history)
+QUEUED(method_get_learned)
+QUEUED(method_list_learned)
+QUEUED(method_forget_learned)
+QUEUED(method_set_process_mode)
+QUEUED(method_reset_process)
+QUEUED(method_set_lock_mode)
+QUEUED(method_reset_lock)
+QUEUED(method_reload)
+QUEUED(method_subscribe)
+QUEUED(method_unsubscribe)
 
 /* ---- object ------------------------------------------------------------ */
 
@@ -1196,63 +1623,63 @@ static const sd_bus_vtable manager_vtable[] = {
 				 SD_BUS_PARAM(summary) SD_BUS_PARAM(processes) SD_BUS_PARAM(eliding)
 				 SD_BUS_PARAM(commits_per_sec) SD_BUS_PARAM(aborts_per_sec)
 				 SD_BUS_PARAM(cycles_lost_per_sec),
-				 method_get_status, SD_BUS_VTABLE_UNPRIVILEGED),
+				 method_get_status_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("ListProcesses",
 				 NULL, "",
 				 "a(uusssssddddtud)", SD_BUS_PARAM(processes),
-				 method_list_processes, SD_BUS_VTABLE_UNPRIVILEGED),
+				 method_list_processes_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("ListProcessesWithoutSegment",
 				 NULL, "",
 				 "a(uuts)", SD_BUS_PARAM(processes),
-				 method_list_no_segment, SD_BUS_VTABLE_UNPRIVILEGED),
+				 method_list_no_segment_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("ListObservedLocks",
 				 NULL, "",
 				 "a(uutssstttt)", SD_BUS_PARAM(locks),
-				 method_list_observed_locks, SD_BUS_VTABLE_UNPRIVILEGED),
+				 method_list_observed_locks_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("ListPrograms",
 				 NULL, "",
 				 "a(suuddddd)", SD_BUS_PARAM(programs),
-				 method_list_programs, SD_BUS_VTABLE_UNPRIVILEGED),
+				 method_list_programs_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("GetLocks",
 				 "u", SD_BUS_PARAM(pid),
 				 "a(ussssttttta{st}tdddsss)", SD_BUS_PARAM(locks),
-				 method_get_locks, SD_BUS_VTABLE_UNPRIVILEGED),
+				 method_get_locks_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("GetHistory",
 				 "u", SD_BUS_PARAM(pid),
 				 "a(tddddd)", SD_BUS_PARAM(history),
-				 method_get_history, SD_BUS_VTABLE_UNPRIVILEGED),
+				 method_get_history_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("GetLearned",
 				 "u", SD_BUS_PARAM(pid),
 				 "a(usx)", SD_BUS_PARAM(locks),
-				 method_get_learned, SD_BUS_VTABLE_UNPRIVILEGED),
+				 method_get_learned_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("ListLearned",
 				 NULL, "",
 				 "a(usssuttttxx)", SD_BUS_PARAM(entries),
-				 method_list_learned, SD_BUS_VTABLE_UNPRIVILEGED),
+				 method_list_learned_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("ForgetLearned",
 				 "s", SD_BUS_PARAM(exe),
 				 "u", SD_BUS_PARAM(count),
-				 method_forget_learned, SD_BUS_VTABLE_UNPRIVILEGED),
+				 method_forget_learned_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("SetProcessMode",
 				 "us", SD_BUS_PARAM(pid) SD_BUS_PARAM(mode),
 				 NULL, "",
-				 method_set_process_mode, SD_BUS_VTABLE_UNPRIVILEGED),
+				 method_set_process_mode_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("ResetProcess",
 				 "u", SD_BUS_PARAM(pid),
 				 NULL, "",
-				 method_reset_process, SD_BUS_VTABLE_UNPRIVILEGED),
+				 method_reset_process_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("SetLockMode",
 				 "uss", SD_BUS_PARAM(pid) SD_BUS_PARAM(lock) SD_BUS_PARAM(mode),
 				 NULL, "",
-				 method_set_lock_mode, SD_BUS_VTABLE_UNPRIVILEGED),
+				 method_set_lock_mode_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("ResetLock",
 				 "us", SD_BUS_PARAM(pid) SD_BUS_PARAM(lock),
 				 NULL, "",
-				 method_reset_lock, SD_BUS_VTABLE_UNPRIVILEGED),
+				 method_reset_lock_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	/* Unprivileged for sd-bus; the handler itself admits root only. */
-	SD_BUS_METHOD("Reload", NULL, NULL, method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
-	SD_BUS_METHOD("Subscribe", NULL, NULL, method_subscribe, SD_BUS_VTABLE_UNPRIVILEGED),
-	SD_BUS_METHOD("Unsubscribe", NULL, NULL, method_unsubscribe, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD("Reload", NULL, NULL, method_reload_queued, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD("Subscribe", NULL, NULL, method_subscribe_queued, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD("Unsubscribe", NULL, NULL, method_unsubscribe_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 
 	SD_BUS_SIGNAL_WITH_NAMES("ProcessAdded", "us", SD_BUS_PARAM(pid) SD_BUS_PARAM(exe), 0),
 	SD_BUS_SIGNAL_WITH_NAMES("ProcessRemoved", "u", SD_BUS_PARAM(pid), 0),
@@ -1265,46 +1692,236 @@ static const sd_bus_vtable manager_vtable[] = {
 	SD_BUS_VTABLE_END
 };
 
-int elided_bus_setup(struct elided *d)
+/* ---- the connection ---------------------------------------------------- */
+
+static int on_disconnected(sd_bus_message *m, void *userdata, sd_bus_error *ret_error);
+
+/* Connects, exports the object, takes the name: a new d->bus, or -errno
+ * with the reason in `why`. */
+static int bus_connect(struct elided *d, const char **why)
 {
 	_cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+	int r;
+
+	*why = "connect to the system bus";
+	r = sd_bus_open_system(&bus);
+	if (r < 0)
+		return r;
+	/* A lost connection is ours to make again (on_disconnected), never
+	 * a reason for sd-bus to end the event loop. */
+	sd_bus_set_exit_on_disconnect(bus, false);
+	/* sd-bus asks for megabytes: what waits in the kernel is out of our
+	 * hands (ELIDED_BUS_WQUEUE_MAX).  Best effort. */
+	(void)setsockopt(sd_bus_get_fd(bus), SOL_SOCKET, SO_SNDBUF, &(int){ ELIDED_BUS_SNDBUF }, sizeof(int));
+	*why = "watch for the connection's end";
+	r = sd_bus_match_signal(bus, NULL, "org.freedesktop.DBus.Local", "/org/freedesktop/DBus/Local",
+				"org.freedesktop.DBus.Local", "Disconnected", on_disconnected, d);
+	if (r < 0)
+		return r;
+	/* One match for every subscriber and caller: they are forgotten when
+	 * their connection leaves.  Installed now, synchronously: a match
+	 * added asynchronously whose answer is late (behind a flood of calls)
+	 * makes sd-bus drop the whole connection. */
+	*why = "watch for callers leaving the bus";
+	r = sd_bus_add_match(bus, NULL,
+			     "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+			     "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''",
+			     on_name_owner_changed, d);
+	if (r < 0)
+		return r;
+	*why = "export " ELIDED_BUS_PATH;
+	r = sd_bus_add_object_vtable(bus, NULL, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, manager_vtable, d);
+	if (r < 0)
+		return r;
+	/* Object first, name second: a client that sees the name finds the object. */
+	*why = "take " ELIDED_BUS_NAME;
+	r = sd_bus_request_name(bus, ELIDED_BUS_NAME, 0);
+	if (r == -EEXIST)
+		*why = "take " ELIDED_BUS_NAME " (is another elided running?)";
+	if (r < 0)
+		return r;
+	*why = "attach the bus to the event loop";
+	r = sd_bus_attach_event(bus, d->event, SD_EVENT_PRIORITY_NORMAL);
+	if (r < 0)
+		return r;
+	d->bus = bus;
+	bus = NULL;
+	d->bus_state->connected = true;
+	return 0;
+}
+
+/* Everything of the connection goes: peers, queued calls, subscriptions. */
+static void bus_drop(struct elided *d)
+{
+	struct bus_state *st = d->bus_state;
+
+	for (unsigned i = 0; st && i < BUS_PEER_BUCKETS; i++)
+		while (st->peers[i])
+			peer_free(d, st->peers[i]);
+	/* No calls are left: no uid is anyone's turn. */
+	while (st && st->turn_head) {
+		struct bus_uid *u = st->turn_head;
+
+		st->turn_head = u->turn_next;
+		u->in_turn = false;
+		put_uid(st, u);
+	}
+	if (st)
+		st->turn_tail = NULL;
+	if (st && st->work)
+		sd_event_source_set_enabled(st->work, SD_EVENT_OFF);
+	if (st)
+		st->connected = false;
+	if (d->bus) {
+		sd_bus_detach_event(d->bus);
+		d->bus = sd_bus_flush_close_unref(d->bus);
+	}
+}
+
+static int on_reconnect(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct elided *d = userdata;
+	struct bus_state *st = d->bus_state;
+	const char *why;
+	int r;
+
+	bus_drop(d);
+	st->attempts++;
+	r = bus_connect(d, &why);
+	if (r >= 0) {
+		log_notice("back on the system bus as %s (attempt %u)", ELIDED_BUS_NAME, st->attempts);
+		st->attempts = 0;
+		st->backoff_usec = ELIDED_BUS_RECONNECT_USEC;
+		return 0;
+	}
+	/* Said once per outage: the bus may take long to come back. */
+	if (st->attempts == 1)
+		log_warning_errno(r, "cannot %s, retrying with back-off up to every %u s", why,
+				  ELIDED_BUS_RECONNECT_MAX_USEC / 1000000u);
+	else
+		log_debug("cannot %s: %s (attempt %u)", why, strerror(-r), st->attempts);
+	st->backoff_usec = st->backoff_usec * 2 > ELIDED_BUS_RECONNECT_MAX_USEC ? ELIDED_BUS_RECONNECT_MAX_USEC :
+										  st->backoff_usec * 2;
+	sd_event_source_set_time(s, usec + st->backoff_usec);
+	sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+	return 0;
+}
+
+/*
+ * sd-bus closed the connection (the bus daemon went away or dropped us):
+ * the rest of elided carries on off the bus, and a timer makes the
+ * connection again.  Not torn down here: we are inside sd-bus.
+ */
+static int on_disconnected(sd_bus_message *m, void *userdata, sd_bus_error *ret_error)
+{
+	struct elided *d = userdata;
+	struct bus_state *st = d->bus_state;
+	uint64_t now;
+
+	(void)m;
+	(void)ret_error;
+	log_warning("lost the connection to the system bus: %s is off the bus, reconnecting", ELIDED_BUS_NAME);
+	st->connected = false;
+	if (st->work)
+		sd_event_source_set_enabled(st->work, SD_EVENT_OFF);
+	sd_event_now(d->event, CLOCK_MONOTONIC, &now);
+	st->backoff_usec = ELIDED_BUS_RECONNECT_USEC;
+	st->attempts = 0;
+	sd_event_source_set_time(st->reconnect, now + st->backoff_usec);
+	sd_event_source_set_enabled(st->reconnect, SD_EVENT_ONESHOT);
+	return 0;
+}
+
+int elided_bus_setup(struct elided *d)
+{
+	struct bus_state *st;
+	const char *why;
 	int r;
 
 	r = sd_bus_error_add_map(elided_error_map);
 	if (r < 0)
 		return log_error_errno(r, "Failed to register D-Bus error names");
 
-	r = sd_bus_open_system(&bus);
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return log_oom();
+	d->bus_state = st;
+	r = sd_event_add_defer(d->event, &st->work, on_work, d);
+	if (r >= 0)
+		r = sd_event_source_set_enabled(st->work, SD_EVENT_OFF);
+	if (r >= 0)
+		r = sd_event_add_time(d->event, &st->reconnect, CLOCK_MONOTONIC, UINT64_MAX, 10000, on_reconnect, d);
+	if (r >= 0)
+		r = sd_event_source_set_enabled(st->reconnect, SD_EVENT_OFF);
 	if (r < 0)
-		return log_error_errno(r, "Failed to connect to the system bus");
+		return log_error_errno(r, "Failed to set up the D-Bus queues");
 
-	r = sd_bus_add_object_vtable(bus, NULL, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, manager_vtable, d);
+	r = bus_connect(d, &why);
 	if (r < 0)
-		return log_error_errno(r, "Failed to export %s", ELIDED_BUS_PATH);
-
-	/* Object first, name second: a client that sees the name finds the object. */
-	r = sd_bus_request_name(bus, ELIDED_BUS_NAME, 0);
-	if (r == -EEXIST)
-		return log_error_errno(r, "Failed to take %s: is another elided running?", ELIDED_BUS_NAME);
-	if (r < 0)
-		return log_error_errno(r, "Failed to take %s", ELIDED_BUS_NAME);
-
-	r = sd_bus_attach_event(bus, d->event, SD_EVENT_PRIORITY_NORMAL);
-	if (r < 0)
-		return log_error_errno(r, "Failed to attach the bus to the event loop");
-
-	d->bus = bus;
-	bus = NULL;
+		return log_error_errno(r, "Failed to %s", why);
 	log_debug("Listening on the system bus as %s", ELIDED_BUS_NAME);
 	return 0;
 }
 
 void elided_bus_free(struct elided *d)
 {
-	/* Tracks hold the bus: drop them first. */
-	while (d->subscribers)
-		subscriber_free(d, d->subscribers);
-	d->bus = sd_bus_flush_close_unref(d->bus);
+	struct bus_state *st = d->bus_state;
+
+	bus_drop(d);
+	if (!st)
+		return;
+	for (struct bus_uid *u = st->uids, *next; u; u = next) {
+		next = u->next;
+		free(u);
+	}
+	sd_event_source_unref(st->work);
+	sd_event_source_unref(st->reconnect);
+	free(st);
+	d->bus_state = NULL;
+}
+
+void elided_bus_wait(struct elided *d, uint64_t usec)
+{
+	struct timespec ts = { .tv_sec = (time_t)(usec / 1000000u), .tv_nsec = (long)(usec % 1000000u) * 1000 };
+	struct pollfd pfd = { .fd = -1 };
+	int r;
+
+	if (d->bus && d->bus_state && d->bus_state->connected) {
+		pfd.fd = sd_bus_get_fd(d->bus);
+		r = sd_bus_get_events(d->bus);
+		pfd.events = r > 0 ? (short)r : POLLIN;
+	}
+	/* The bus ends the wait at once: poll() on no fd is a plain sleep. */
+	(void)ppoll(&pfd, pfd.fd >= 0 ? 1 : 0, &ts, NULL);
+}
+
+bool elided_bus_drain(struct elided *d)
+{
+	struct pollfd pfd;
+	int r = 0, fd;
+
+	if (!d->bus || !d->bus_state->connected)
+		return false;
+	for (unsigned n = 0; n < ELIDED_BUS_DRAIN; n++) {
+		r = sd_bus_process(d->bus, NULL);
+		if (r <= 0)
+			break;
+	}
+	/* A failure is sd-bus's to handle (Disconnected, on_disconnected). */
+	if (r < 0 || !d->bus_state->connected)
+		return false;
+	/* Calls held back while the socket was full may run now. */
+	arm_work(d);
+	if (r > 0)
+		return true;
+	fd = sd_bus_get_fd(d->bus);
+	if (fd < 0)
+		return false;
+	pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+	r = sd_bus_get_events(d->bus);
+	if (r > 0)
+		pfd.events = (short)r;
+	return poll(&pfd, 1, 0) > 0;
 }
 
 /* One signal about `pid`, unicast to `destination`; exe NULL: ProcessRemoved. */
@@ -1335,12 +1952,12 @@ static void emit(struct elided *d, const struct tracked_process *p, uid_t owner,
 	char exe[ELIDE_SEG_EXE_MAX];
 	int r;
 
-	if (!d->bus)
+	if (!d->bus || !d->bus_state)
 		return;
-	for (struct bus_subscriber *s = d->subscribers; s; s = s->next) {
-		if (!elided_bus_may_access(s->uid, owner))
+	for (struct bus_peer *s = d->bus_state->subscribers; s; s = s->snext) {
+		if (!elided_bus_may_access(s->u->uid, owner))
 			continue;
-		if (check_before && elided_bus_may_access(s->uid, before))
+		if (check_before && elided_bus_may_access(s->u->uid, before))
 			continue;
 		r = send_process_signal(d, s->name, p->pid, added ? bus_string(p->exe, exe, sizeof(exe)) : NULL);
 		if (r < 0)
@@ -1402,10 +2019,10 @@ void elided_bus_emit_event(struct elided *d, const struct elided_event *ev)
 {
 	int r;
 
-	if (!d->bus)
+	if (!d->bus || !d->bus_state)
 		return;
-	for (struct bus_subscriber *s = d->subscribers; s; s = s->next) {
-		if (ev->pid > 0 && !elided_bus_may_access(s->uid, ev->uid))
+	for (struct bus_peer *s = d->bus_state->subscribers; s; s = s->snext) {
+		if (ev->pid > 0 && !elided_bus_may_access(s->u->uid, ev->uid))
 			continue;
 		r = send_event_signal(d, s->name, ev);
 		if (r < 0)

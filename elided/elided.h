@@ -19,7 +19,7 @@
 
 struct discovery;
 struct elfsym_maps;
-struct bus_subscriber;
+struct bus_state;
 struct symbolizer;
 struct learned_store;
 
@@ -69,6 +69,9 @@ enum {
 	VIEW_LEARNED_UNCHECKED = 0,  /* a new view: not yet compared with the hints */
 	VIEW_LEARNED_NONE = 1,       /* no learned decision in force */
 	VIEW_LEARNED_OFF = 2,        /* off from the store, until its probe */
+	VIEW_LEARNED_FOREIGN = 3,    /* the process changed owner: a learned
+				      * decision in the segment is the former
+				      * owner's, checked against the hints alone */
 };
 
 /*
@@ -253,7 +256,7 @@ struct elided {
 	bool rtm_usable;
 	char rtm_reason[160];
 	bool bus_required;           /* --no-bus not given */
-	struct bus_subscriber *subscribers; /* dbus.c: who gets our signals */
+	struct bus_state *bus_state; /* dbus.c: callers, queues, subscribers */
 	size_t nsubscribers;
 	struct log_ratelimit ratelimit; /* per uid, for what users can trigger */
 	struct symbolizer *symbolizer; /* symbolizer.c: names from ELF files, off the loop */

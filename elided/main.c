@@ -324,31 +324,39 @@ static const struct discovery_ops discovery_ops = {
  * directory events each, and a wake-up per batch (epoll, two context
  * switches) cost more than the events' own work.  Before it blocks, the
  * loop lets at least LOOP_MIN_WAKE_USEC pass since it last woke: whatever
- * arrives meanwhile is handled in one go, and nothing (an exit, a D-Bus
- * call, a signal) waits longer than that for it.
+ * arrives meanwhile is handled in one go, and nothing (an exit, a signal)
+ * waits longer than that for it.
+ *
+ * Not the bus: sd-bus reads one message per dispatch, so every turn first
+ * reads what the bus has (elided_bus_drain: calls are only queued there,
+ * and run in turn per uid), and while more is waiting the loop does not
+ * sleep.  A D-Bus call is answered at the bus daemon's pace, not at one
+ * per LOOP_MIN_WAKE_USEC.
  */
 #define LOOP_MIN_WAKE_USEC 20000u
 
-static int run_loop(sd_event *e)
+static int run_loop(struct elided *d)
 {
+	sd_event *e = d->event;
 	uint64_t woke = 0;
 	int r, code = 0;
 
 	for (;;) {
+		bool bus_busy;
+
 		r = sd_event_get_state(e);
 		if (r < 0)
 			return r;
 		if (r == SD_EVENT_FINISHED)
 			break;
+		bus_busy = elided_bus_drain(d);
 		r = sd_event_prepare(e);
 		if (r == 0) {
 			uint64_t since = now_ns() / 1000 - woke;
 
-			if (since < LOOP_MIN_WAKE_USEC) {
-				struct timespec ts = { .tv_nsec = (long)(LOOP_MIN_WAKE_USEC - since) * 1000 };
-
-				nanosleep(&ts, NULL);
-			}
+			/* The coalescing wait ends when the bus has input. */
+			if (!bus_busy && since < LOOP_MIN_WAKE_USEC)
+				elided_bus_wait(d, LOOP_MIN_WAKE_USEC - since);
 			r = sd_event_wait(e, UINT64_MAX);
 			woke = now_ns() / 1000;
 		}
@@ -398,6 +406,8 @@ static void setup_logging(bool verbose)
 	const char *stream = getenv("JOURNAL_STREAM");
 
 	log_set_prefix("elided");
+	/* Paths, comms, lock and module names come from processes. */
+	log_set_escape(true);
 	log_set_max_priority(verbose ? LOG_DEBUG : LOG_INFO);
 	/* stderr connected to journald: let it read our priorities (it adds
 	 * our name itself).  Events go as structured entries when stderr is
@@ -568,7 +578,7 @@ int main(int argc, char **argv)
 
 	sd_notify(false, "READY=1");
 	status_notify(d);
-	r = run_loop(d->event);
+	r = run_loop(d);
 
 	elided_futexwatch_stop(d);
 	discovery_free(d->discovery);

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 #include "segment-names.h"
 
 #define METRICS_FILE "elide.prom"
+#define METRICS_MODE 0640
 
 struct program_acc {
 	char name[ELIDE_SEG_EXE_MAX];
@@ -517,10 +519,22 @@ static int write_file(struct elided *d, char *err, size_t errlen)
 	snprintf(tmp, sizeof(tmp), ".%s.%d.tmp", METRICS_FILE, (int)getpid());
 	/* A leftover of ours from a crash: never follow what sits there. */
 	(void)unlinkat(dirfd, tmp, 0);
-	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, METRICS_MODE);
 	if (fd < 0) {
 		r = -errno;
 		snprintf(err, errlen, "cannot create %s/%s: %s", d->config->metrics_dir, tmp, strerror(-r));
+		close(dirfd);
+		return r;
+	}
+	/* Every user's program paths are in it: root and daemon.metrics_group
+	 * read it, nobody else (elided(8)).  The mode whatever the umask. */
+	if ((d->config->metrics_gid != (gid_t)-1 && fchown(fd, (uid_t)-1, d->config->metrics_gid) < 0) ||
+	    fchmod(fd, METRICS_MODE) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "cannot give %s/%s its group and mode: %s", d->config->metrics_dir, tmp,
+			 strerror(-r));
+		close(fd);
+		(void)unlinkat(dirfd, tmp, 0);
 		close(dirfd);
 		return r;
 	}

@@ -83,6 +83,9 @@ struct elide_config {
 	double metrics_interval;     /* seconds between writes, 1..3600, default 15 */
 	uint32_t metrics_programs;   /* programs written, 1..10000, default 100 */
 	uint32_t metrics_locks;      /* locks written per program, 0..1000, default 10 */
+	/* The file is 0640 root:metrics_gid: it names every user's programs,
+	 * so it is not everyone's to read.  (gid_t)-1: root's group. */
+	gid_t metrics_gid;
 	enum policy_mode default_mode;   /* default adaptive */
 	struct policy_knobs default_knobs;
 	struct program_rule *programs;

@@ -489,7 +489,8 @@ static void process_mode_event(struct elided *d, const struct tracked_process *p
  */
 static void check_learned(const struct tracked_process *p, enum policy_mode mode, struct lock_view *v)
 {
-	bool applied = v->ctl_source == ELIDE_SEG_SOURCE_LEARNED && v->ctl_policy == ELIDE_POLICY_NEVER + 1;
+	bool applied = v->learned != VIEW_LEARNED_FOREIGN && v->ctl_source == ELIDE_SEG_SOURCE_LEARNED &&
+		       v->ctl_policy == ELIDE_POLICY_NEVER + 1;
 
 	v->learned = VIEW_LEARNED_NONE;
 	/* A mode the admin chose (a rule's "on" or "off", an override) is not
@@ -528,7 +529,7 @@ static void pass_lock(struct pass *ps, struct lock_view *v)
 		v->rule_mode = (uint8_t)config_lock_mode(&p->decision, lock_name(v->nm), lock_function(v->nm));
 		v->rule_stale = false;
 	}
-	if (v->learned == VIEW_LEARNED_UNCHECKED)
+	if (v->learned == VIEW_LEARNED_UNCHECKED || v->learned == VIEW_LEARNED_FOREIGN)
 		check_learned(p, ps->mode, v);
 	if (ps->mode == POLICY_MODE_ADAPTIVE && v->rule_mode == POLICY_MODE_UNSET && v->override == POLICY_MODE_UNSET)
 		long_window_adapt(p, v);
@@ -954,6 +955,18 @@ static void owner_changed(struct elided *d, struct tracked_process *p, uid_t uid
 	p->uid = uid;
 	p->control_valid = false;
 	decide(d, p); /* rules may name the user */
+	/* What was learned is per uid: the former owner's verdicts leave the
+	 * process (hints and the locks turned off by them), the new owner's
+	 * come in.  check_learned() then asks the new hints alone, not the
+	 * segment, and the pass writes what they say. */
+	for (size_t i = 0; i < p->nlocks; i++) {
+		struct lock_view *v = &p->locks[i];
+
+		if (v->learned == VIEW_LEARNED_OFF)
+			v->daemon_off = false;
+		v->learned = VIEW_LEARNED_FOREIGN;
+	}
+	elided_learning_adopt(d, p);
 	/* Logged within the unprivileged side's budget (elided_event): a
 	 * program toggling its euid must not flood the journal. */
 	ev = process_event(p, ELIDED_EVENT_OWNER_CHANGED);
@@ -1135,6 +1148,15 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 		p->wait_total_known = false;
 		per_sec = 0;
 		read_identity(p);
+		/* The new image's owner before anything is chosen for it (a
+		 * setuid exec keeps the pid): rules, hints and names are the
+		 * owner's, never the former one's. */
+		if (snap->process_uid != (uid_t)-1 && snap->process_uid != p->uid)
+			owner_changed(d, p, snap->process_uid);
+		else if (snap->process_uid == (uid_t)-1 && check_owner(d, p, true) == -ESRCH) {
+			seg_snapshot_free(snap);
+			return -ESRCH;
+		}
 		decide(d, p);
 		elided_learning_adopt(d, p);
 		log_debug("pid %d exec'd %s, policy %s", (int)p->pid, tracked_process_name(p),

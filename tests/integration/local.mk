@@ -237,3 +237,14 @@ EXTRA_DIST += tests/integration/test-elided-symbolizer.sh
 # elided's learned-policy store (issue 16): learn, restart, zero attempts.
 TESTS += tests/integration/test-elided-learned.sh
 EXTRA_DIST += tests/integration/test-elided-learned.sh
+
+# Issue 31: elided stays on the bus and fair while one user floods it; a
+# restarted bus daemon; owners before hints; hostile names in the log.
+check_PROGRAMS += tests/integration/bus-flood
+tests_integration_bus_flood_SOURCES = tests/integration/bus-flood.c
+tests_integration_bus_flood_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS)
+tests_integration_bus_flood_LDADD = $(SYSTEMD_LIBS)
+TESTS += tests/integration/test-elided-bus.sh
+EXTRA_DIST += tests/integration/test-elided-bus.sh
+TESTS += tests/integration/test-elided-lognames.sh
+EXTRA_DIST += tests/integration/test-elided-lognames.sh

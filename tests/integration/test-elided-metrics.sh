@@ -31,6 +31,7 @@ bad() {
 	grep -q "bad.conf:1" "$tmp/out" && ok "refused with file:line: $(head -c 100 "$tmp/out")" || fail "no file:line for '$1': $(cat "$tmp/out")"
 }
 bad 'daemon: { metrics_dir = "relative/dir"; };'
+bad 'daemon: { metrics_group = "no-such-group-of-elide"; };'
 bad 'daemon: { metrics_interval = 0.1; };'
 bad 'daemon: { metrics_programs = 0; };'
 bad 'daemon: { metrics_locks = 1001; };'
@@ -68,7 +69,18 @@ grep -q "metrics: $metrics/elide.prom written again" "$tmp/elided.log" && ok "re
 	fail "no 'written again' line: $(grep metrics "$tmp/elided.log")"
 
 out=$("$promtool" check metrics < "$prom" 2>&1) && ok "promtool check metrics passes" || fail "promtool: $out"
-[ "$(stat -c %a "$prom")" = 644 ] && ok "file mode 0644" || fail "mode $(stat -c %a "$prom")"
+# Every user's program paths are in it: not world-readable (issue 31).
+[ "$(stat -c %a "$prom")" = 640 ] && ok "file mode 0640" || fail "mode $(stat -c %a "$prom")"
+[ "$(stat -c %g "$prom")" = "$(id -g)" ] && ok "group: elided's own" || fail "group $(stat -c %g "$prom")"
+if [ "$(id -u)" -eq 0 ] && getent group nogroup >/dev/null; then
+	sed -i "s|metrics_locks = 5;|metrics_locks = 5; metrics_group = \"nogroup\";|" "$tmp/elide.conf"
+	kill -HUP "$daemon"
+	ngid=$(getent group nogroup | cut -d: -f3)
+	poll 10 bash -c '[ "$(stat -c %g "$1")" = "$2" ]' sh "$prom" "$ngid" && [ "$(stat -c %a "$prom")" = 640 ] &&
+		ok "daemon.metrics_group = \"nogroup\": 0640 root:nogroup" || fail "metrics_group: $(stat -c '%a %U:%G' "$prom")"
+else
+	note "not root (or no group nogroup): daemon.metrics_group not tried"
+fi
 
 escaped='wl \"odd\\name\nline2'
 grep -qF "program=\"$tmp/$escaped\"" "$prom" && ok "hostile program name escaped" ||

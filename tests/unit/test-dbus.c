@@ -66,6 +66,14 @@ static struct {
 
 static struct tracked_process proc_a, proc_b;
 
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* A fresh look at the owner: what the test says it is now. */
 int elided_check_owner(struct elided *daemon, struct tracked_process *p)
 {
