@@ -1279,11 +1279,16 @@ enum discovery_method discovery_get_method(const struct discovery *d)
 
 uint64_t discovery_lost_events(const struct discovery *d)
 {
+#ifdef HAVE_BPF
 	/* .bss is mapped where the kernel allows (BPF_F_MMAPABLE, 5.5+, as
 	 * tp_btf needs anyway); without it nothing can be said. */
 	if (!d || d->method != DISCOVERY_BPF || !d->skel || !d->skel->bss)
 		return 0;
 	return __atomic_load_n(&d->skel->bss->procwatch_lost, __ATOMIC_RELAXED);
+#else
+	(void)d;
+	return 0; /* no BPF, no ring buffer to lose events from */
+#endif
 }
 
 const char *discovery_describe(const struct discovery *d)
