@@ -177,7 +177,8 @@ tests/integration/libelide-flags.sh: Makefile
 # Conformance: every interposed function, mutex type and rwlock kind, with
 # and without libelide (the program is run by the .sh, not through preload.sh).
 check_PROGRAMS += tests/integration/conformance
-tests_integration_conformance_SOURCES = tests/integration/conformance.c tests/integration/testutil.h
+tests_integration_conformance_SOURCES = tests/integration/conformance.c tests/integration/testutil.h \
+	tests/integration/conformance-util.h
 tests_integration_conformance_CFLAGS = $(AM_CFLAGS)
 TESTS += tests/integration/test-conformance.sh
 EXTRA_DIST += tests/integration/test-conformance.sh
