@@ -177,8 +177,19 @@ tests/integration/libelide-flags.sh: Makefile
 # Conformance: every interposed function, mutex type and rwlock kind, with
 # and without libelide (the program is run by the .sh, not through preload.sh).
 check_PROGRAMS += tests/integration/conformance
-tests_integration_conformance_SOURCES = tests/integration/conformance.c tests/integration/testutil.h
+tests_integration_conformance_SOURCES = tests/integration/conformance.c tests/integration/testutil.h \
+	tests/integration/conformance-util.h
 tests_integration_conformance_CFLAGS = $(AM_CFLAGS)
+# Its corners (issue 30), parts of the same test: rdtsc disabled, a seccomp
+# filter, the 2.2.5 condition variable (conformance-compat.c), signals,
+# cancellation, glibc's own entry points, expiring waits, destroy, errno,
+# fork.
+check_PROGRAMS += tests/integration/conformance-edge
+tests_integration_conformance_edge_SOURCES = tests/integration/conformance-edge.c \
+	tests/integration/conformance-compat.c tests/integration/conformance-compat.h \
+	tests/integration/conformance-util.h tests/integration/testutil.h
+tests_integration_conformance_edge_CFLAGS = $(AM_CFLAGS)
+tests_integration_conformance_edge_LDADD = -ldl
 TESTS += tests/integration/test-conformance.sh
 EXTRA_DIST += tests/integration/test-conformance.sh
 
