@@ -140,6 +140,10 @@ struct elide_state {
 	/* The program disabled the time-stamp counter for a thread (prctl
 	 * PR_SET_TSC, seccomp strict mode): nothing reads it from then on. */
 	bool tsc_disabled;
+	/* The program runs under a seccomp filter (it installed one, or
+	 * started under one): lock calls make no system call of libelide's
+	 * own from then on (no segment file made or grown). */
+	bool sandboxed;
 	/* Where glibc keeps a thread's id in its descriptor; 0: unknown. */
 	uint32_t pthread_tid_offset;
 	const char *single_threaded;  /* glibc's __libc_single_threaded, NULL before 2.32 */
@@ -277,6 +281,11 @@ static inline void segment_poll_control(void)
 /* elide.c */
 void elide_set_mode(enum elide_mode mode) _hidden_;
 void elide_clock_gettime(clockid_t clock, struct timespec *ts) _hidden_;
+
+static inline bool elide_sandboxed(void)
+{
+	return unlikely(__atomic_load_n(&elide.sandboxed, __ATOMIC_RELAXED));
+}
 
 static inline bool elide_tsc_usable(void)
 {

@@ -2560,16 +2560,24 @@ static void note_tsc_request(long option, unsigned long arg)
 	if ((option == PR_SET_TSC && arg != PR_TSC_ENABLE) ||
 	    (option == PR_SET_SECCOMP && arg == SECCOMP_MODE_STRICT))
 		__atomic_store_n(&elide.tsc_disabled, true, __ATOMIC_SEQ_CST);
+	/* The same way, a seccomp filter: lock calls make no system call of
+	 * libelide's own from then on (a filter may kill the process for
+	 * one), before the filter is in place. */
+	if (option == PR_SET_SECCOMP)
+		__atomic_store_n(&elide.sandboxed, true, __ATOMIC_SEQ_CST);
 }
 
-/* A process started with the TSC disabled (the state survives execve). */
-static void tsc_check_inherited(void)
+/* A process started with the TSC disabled, or under a seccomp filter:
+ * both survive execve. */
+static void sandbox_check_inherited(void)
 {
 	int state = PR_TSC_ENABLE;
 	int saved_errno = errno;
 
 	if (prctl(PR_GET_TSC, &state, 0, 0, 0) == 0 && state != PR_TSC_ENABLE)
 		elide.tsc_disabled = true;
+	if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) > 0)
+		elide.sandboxed = true;
 	errno = saved_errno;
 }
 
@@ -2644,8 +2652,8 @@ _public_ long syscall(long number, ...)
 	va_end(ap);
 	if (number == SYS_prctl)
 		note_tsc_request(a1, (unsigned long)a2);
-	else if (number == SYS_seccomp && a1 == SECCOMP_SET_MODE_STRICT)
-		note_tsc_request(PR_SET_SECCOMP, SECCOMP_MODE_STRICT);
+	else if (number == SYS_seccomp && (a1 == SECCOMP_SET_MODE_STRICT || a1 == SECCOMP_SET_MODE_FILTER))
+		note_tsc_request(PR_SET_SECCOMP, a1 == SECCOMP_SET_MODE_STRICT ? SECCOMP_MODE_STRICT : SECCOMP_MODE_FILTER);
 	fn = resolve_next(&next, "syscall");
 	if (!fn)
 		return raw_syscall6(number, a1, a2, a3, a4, a5, a6);
@@ -2932,7 +2940,7 @@ __attribute__((constructor(101))) static void elide_init(void)
 	/* stats=0: the sample counter never comes round, so commits go uncounted. */
 	elide.sample_mask = elide.opts.stats ? elide.opts.sample - 1 : UINT32_MAX;
 	elide.env_mode = elide.opts.mode;
-	tsc_check_inherited();
+	sandbox_check_inherited();
 	elide_hw_detect(&elide.hw);
 	setup_sim_abort();
 	watch_clock_init();

@@ -128,6 +128,9 @@ int segment_reserve(uint32_t idx)
 	have = atomic_load_explicit(&seg.reserved, memory_order_acquire);
 	if (idx < have)
 		return 0;
+	/* Growing the file is a system call a seccomp filter may kill. */
+	if (elide_sandboxed())
+		return -EPERM;
 	want = have;
 	while (want <= idx)
 		want *= 2;
@@ -602,6 +605,13 @@ void segment_make_lazy(void)
 		return;
 	if (SEG_STATE(atomic_load_explicit(&seg.state, memory_order_relaxed)) != SEG_LAZY)
 		return;
+	/* A child that confined itself with seccomp (a zygote's): no file, its
+	 * counts stay private, as with fork_segment=0. */
+	if (elide_sandboxed()) {
+		if (atomic_compare_exchange_strong(&seg.state, &state, SEG_PRIVATE))
+			__atomic_store_n(&elide.control_seen, 0, __ATOMIC_RELAXED);
+		return;
+	}
 	/*
 	 * Pages for every record handed out so far and SEG_RESERVE_FIRST more:
 	 * a record taken while the file is made (by a thread that saw SEG_LAZY
