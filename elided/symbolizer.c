@@ -380,21 +380,25 @@ static int on_child_io(sd_event_source *src, int fd, uint32_t revents, void *use
 	sd_event_source_set_enabled(src, SD_EVENT_OFF);
 	if (run->exited)
 		run_finish(run);
+	else if ((run->eof || run->overflow) && run->pidfd < 0 && run->timer) {
+		/* No pidfd: the end of its output is the end of the child,
+		 * reaped at once (on_child_check). */
+		(void)sd_event_source_set_time_relative(run->timer, 0);
+		(void)sd_event_source_set_enabled(run->timer, SD_EVENT_ONESHOT);
+	}
 	return 0;
 }
 
-/* The pidfd is readable once the child has exited: reap it with its CPU
- * time.  (No SIGCHLD handling: the daemon has no other children.) */
-static int on_child_exit(sd_event_source *src, int fd, uint32_t revents, void *userdata)
+/* Reaps the child, with its CPU time, if it has exited: whether it had.
+ * (No SIGCHLD handling: the daemon has no other children.) */
+static bool reap(struct symrun *run)
 {
-	struct symrun *run = userdata;
 	struct rusage ru;
 	int status;
 	pid_t r = wait4(run->child, &status, WNOHANG, &ru);
 
 	if (r == 0 || (r < 0 && errno == EINTR))
-		return 0;
-	sd_event_source_set_enabled(src, SD_EVENT_OFF);
+		return false;
 	run->exited = true;
 	if (r < 0)
 		run->status = 255;
@@ -403,6 +407,17 @@ static int on_child_exit(sd_event_source *src, int fd, uint32_t revents, void *u
 		run->cpu_ns = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
 			      (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
 	}
+	return true;
+}
+
+/* The pidfd is readable once the child has exited. */
+static int on_child_exit(sd_event_source *src, int fd, uint32_t revents, void *userdata)
+{
+	struct symrun *run = userdata;
+
+	if (!reap(run))
+		return 0;
+	sd_event_source_set_enabled(src, SD_EVENT_OFF);
 	/* Whatever is still in the pipe is there now. */
 	if (!run->eof)
 		on_child_io(run->io, run->fd, EPOLLIN, run);
@@ -451,7 +466,27 @@ static int on_child_check(sd_event_source *src, uint64_t usec, void *userdata)
 	uint64_t t = now_ns(), ticks = 0;
 	char state = '?';
 
-	if (run->exited || run->killed)
+	if (run->exited)
+		return 0;
+	if (run->pidfd < 0 && (run->eof || run->overflow)) {
+		/* Without a pidfd: its output ended, it exits; a few looks
+		 * until it has. */
+		if (reap(run)) {
+			run_finish(run);
+			return 0;
+		}
+		if (sd_event_source_set_time_relative(src, 10000) >= 0 &&
+		    sd_event_source_set_enabled(src, SD_EVENT_ONESHOT) >= 0)
+			return 0;
+		/* Cannot look again: wait for it (it is exiting). */
+		if (waitpid(run->child, NULL, 0) == run->child) {
+			run->exited = true;
+			run->status = 255;
+			run_finish(run);
+		}
+		return 0;
+	}
+	if (run->killed)
 		return 0;
 	if (child_progress(run->child, &state, &ticks) == 0 && (state == 'R' || ticks != run->last_ticks)) {
 		run->last_ticks = ticks;
@@ -668,15 +703,18 @@ static int run_start(struct symbolizer *s, uid_t uid, gid_t gid, pid_t target, s
 	run->started_ns = run->last_progress_ns = now_ns();
 	(void)fcntl(run->fd, F_SETFL, O_NONBLOCK);
 	run->pidfd = (int)syscall(SYS_pidfd_open, run->child, 0);
-	if (run->pidfd < 0) {
-		r = -errno;
-		what = "pidfd_open";
-		goto fail;
-	}
-	r = sd_event_add_io(d->event, &run->exit_src, run->pidfd, EPOLLIN, on_child_exit, run);
-	if (r < 0) {
-		what = "sd_event_add_io (child exit)";
-		goto fail;
+	if (run->pidfd < 0)
+		/* Before Linux 5.3, under a seccomp filter, out of fds: the
+		 * end of the child's output tells its end (on_child_io). */
+		log_uid(&d->ratelimit, uid, LOG_WARNING,
+			"symbolizer for pid %d (uid %u): pidfd_open: %s; its child is reaped when its output ends",
+			(int)target, (unsigned)uid, strerror(errno));
+	else {
+		r = sd_event_add_io(d->event, &run->exit_src, run->pidfd, EPOLLIN, on_child_exit, run);
+		if (r < 0) {
+			what = "sd_event_add_io (child exit)";
+			goto fail;
+		}
 	}
 	r = sd_event_add_io(d->event, &run->io, run->fd, EPOLLIN, on_child_io, run);
 	if (r < 0) {
