@@ -107,8 +107,8 @@ static double seconds_since_boot_ticks(uint64_t start_ticks)
 
 /*
  * Programs without libelide, from elided's BPF observer (ListObservedLocks):
- * their locks are named by module and offset, which elided reads from
- * /proc/PID/maps.  Without elided, or where it does not observe, none:
+ * their locks are named by their symbols, which elided's symbolizer reads
+ * as the program's user, else by module and offset (/proc/PID/maps).  Without elided, or where it does not observe, none:
  * *why says so.
  */
 static int collect_observed(struct source *s, struct candidates *c, char *why, size_t whylen)
@@ -129,17 +129,17 @@ static int collect_observed(struct source *s, struct candidates *c, char *why, s
 		sanitize_text(e.message ? e.message : strerror(-r), why, whylen);
 		return 0;
 	}
-	r = sd_bus_message_enter_container(reply, 'a', "(uutssstttt)");
+	r = sd_bus_message_enter_container(reply, 'a', "(uutssstttts)");
 	if (r < 0)
 		return r;
 	for (;;) {
-		const char *comm, *exe, *where;
+		const char *comm, *exe, *where, *name;
 		uint64_t start, addr, waits, wait_ns, max_ns;
 		uint32_t pid, uid;
 		struct candidate *o;
 
-		r = sd_bus_message_read(reply, "(uutssstttt)", &pid, &uid, &start, &comm, &exe, &where, &addr, &waits,
-					&wait_ns, &max_ns);
+		r = sd_bus_message_read(reply, "(uutssstttts)", &pid, &uid, &start, &comm, &exe, &where, &addr, &waits,
+					&wait_ns, &max_ns, &name);
 		if (r < 0)
 			return r;
 		if (r == 0)
@@ -151,7 +151,9 @@ static int collect_observed(struct source *s, struct candidates *c, char *why, s
 		o->observed = true;
 		snprintf(o->comm, sizeof(o->comm), "%s", comm);
 		snprintf(o->exe, sizeof(o->exe), "%s", exe);
-		sanitize_text(where, o->name, sizeof(o->name));
+		/* Its symbol when elided's symbolizer found one, as a libelide
+		 * process's lock is named; else where it lies. */
+		sanitize_text(name[0] ? name : where, o->name, sizeof(o->name));
 		snprintf(o->site, sizeof(o->site), "-");
 		o->lock.kind = ELIDE_SEG_KIND_MUTEX;
 		o->lock.addr = addr;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <systemd/sd-bus.h>
 
 #include "elidectl.h"
 #include "json.h"
@@ -465,6 +466,154 @@ static int show_exe(struct source *s, const struct ctl_options *o, const char *e
 	return EXIT_OK;
 }
 
+/* ---- a process without libelide, as elided's BPF observer saw it -------- */
+
+struct observed_row {
+	char name[ELIDE_SEG_NAME_MAX + 160];
+	char where[256];
+	uint64_t addr, waits, wait_ns, wait_max_ns;
+};
+
+static const struct table_column observed_columns[] = {
+	{ "LOCK", TABLE_SHRINK, 0.3 },
+	{ "WHERE", TABLE_SHRINK, 0.3 },
+	{ "WAITS", TABLE_RIGHT, 0 },
+	{ "WAIT", TABLE_RIGHT, 0 },
+	{ "WAIT-MAX", TABLE_RIGHT, 0 },
+};
+
+/*
+ * show PID of a process without libelide: what elided's observer knows of
+ * it (ListObservedLocks), its locks by name (their symbols, which elided's
+ * symbolizer reads as the process's user) and the time its threads slept
+ * for them.  -ENOENT when elided saw none of its locks (or does not
+ * observe, or is not asked: a direct source).
+ */
+static int show_observed(struct source *s, const struct ctl_options *o, pid_t pid)
+{
+	_cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+	_cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+	struct observed_row *rows = NULL;
+	size_t n = 0, alloc = 0;
+	char exe[256] = "", comm[64] = "", user[64], buf[512];
+	uint32_t owner = 0;
+	sd_bus *bus = source_bus(s);
+	int r;
+
+	if (!bus)
+		return -ENOENT;
+	r = sd_bus_call_method(bus, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE, "ListObservedLocks", &e,
+			       &reply, "");
+	if (r < 0)
+		return -ENOENT;
+	r = sd_bus_message_enter_container(reply, 'a', "(uutssstttts)");
+	for (; r >= 0;) {
+		const char *c, *x, *where, *name;
+		uint64_t start, addr, waits, wait_ns, max_ns;
+		uint32_t p, uid;
+		struct observed_row *row;
+
+		r = sd_bus_message_read(reply, "(uutssstttts)", &p, &uid, &start, &c, &x, &where, &addr, &waits, &wait_ns,
+					&max_ns, &name);
+		if (r <= 0)
+			break;
+		if ((pid_t)p != pid)
+			continue;
+		if (n == alloc) {
+			size_t a = alloc ? alloc * 2 : 8;
+			struct observed_row *q = reallocarray(rows, a, sizeof(*rows));
+
+			if (!q) {
+				r = -ENOMEM;
+				break;
+			}
+			rows = q;
+			alloc = a;
+		}
+		row = &rows[n++];
+		sanitize_text(name[0] ? name : where, row->name, sizeof(row->name));
+		sanitize_text(where, row->where, sizeof(row->where));
+		row->addr = addr;
+		row->waits = waits;
+		row->wait_ns = wait_ns;
+		row->wait_max_ns = max_ns;
+		owner = uid;
+		snprintf(exe, sizeof(exe), "%s", x);
+		snprintf(comm, sizeof(comm), "%s", c);
+	}
+	if (r < 0 || n == 0) {
+		free(rows);
+		return r < 0 ? r : -ENOENT;
+	}
+	user_name(owner, user, sizeof(user));
+	if (o->json) {
+		struct json j;
+
+		json_init(&j, stdout, o->json_pretty);
+		json_begin_object(&j);
+		json_key(&j, "pid");
+		json_int(&j, pid);
+		json_key(&j, "uid");
+		json_uint(&j, owner);
+		json_key(&j, "user");
+		json_string(&j, user);
+		json_key(&j, "exe");
+		json_string(&j, null_if_empty(exe));
+		json_key(&j, "comm");
+		json_string(&j, null_if_empty(comm));
+		json_key(&j, "source");
+		json_string(&j, "bpf");
+		json_key(&j, "locks");
+		json_begin_array(&j);
+		for (size_t i = 0; i < n; i++) {
+			json_begin_object(&j);
+			json_key(&j, "name");
+			json_string(&j, rows[i].name);
+			json_key(&j, "where");
+			json_string(&j, rows[i].where);
+			json_key(&j, "address");
+			snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)rows[i].addr);
+			json_string(&j, buf);
+			json_key(&j, "waits");
+			json_uint(&j, rows[i].waits);
+			json_key(&j, "wait_ns");
+			json_uint(&j, rows[i].wait_ns);
+			json_key(&j, "wait_max_ns");
+			json_uint(&j, rows[i].wait_max_ns);
+			json_end_object(&j);
+		}
+		json_end_array(&j);
+		json_end_object(&j);
+		r = json_finish(&j);
+	} else {
+		struct table *t = NULL;
+
+		if (o->legend) {
+			snprintf(buf, sizeof(buf), "%d", (int)pid);
+			header_line("PID", buf, false);
+			header_line("Executable", exe[0] ? exe : "-", true);
+			header_line("Command", comm[0] ? comm : "-", false);
+			header_line("User", user, false);
+			header_line("libelide", "none: lock waits seen by elided's BPF observer", false);
+			snprintf(buf, sizeof(buf), "%zu waited for", n);
+			header_line("Locks", buf, false);
+			putchar('\n');
+		}
+		r = table_new(&t, "show", observed_columns, ARRAY_SIZE(observed_columns), NULL);
+		for (size_t i = 0; r >= 0 && i < n; i++)
+			if ((r = table_add_cell(t, rows[i].name)) < 0 || (r = table_add_cell(t, rows[i].where)) < 0 ||
+			    (r = table_add_number(t, rows[i].waits)) < 0 ||
+			    (r = table_add_duration(t, rows[i].wait_ns, true)) < 0 ||
+			    (r = table_add_duration(t, rows[i].wait_max_ns, true)) < 0)
+				break;
+		if (r >= 0)
+			r = table_print(t, stdout, o->legend);
+		table_free(t);
+	}
+	free(rows);
+	return r < 0 ? r : 0;
+}
+
 int verb_show(struct source *s, const struct ctl_options *o, int argc, char **argv)
 {
 	struct seg_snapshot *snap = NULL;
@@ -497,6 +646,17 @@ int verb_show(struct source *s, const struct ctl_options *o, int argc, char **ar
 	if (o->history)
 		return show_history(s, o, pid);
 	r = source_get(s, pid, &snap);
+	if (r == -ENOENT) {
+		/* No libelide there: what elided's observer saw of it, if anything. */
+		r = show_observed(s, o, pid);
+		if (r == 0)
+			return EXIT_OK;
+		if (r != -ENOENT) {
+			log_error_errno(r, "cannot show pid %d", (int)pid);
+			return EXIT_FAIL;
+		}
+		r = -ENOENT;
+	}
 	if (r < 0)
 		return lock_rows_get_failed(s, o, pid, r);
 	if (o->json) {

@@ -44,6 +44,11 @@
  *       mode is the one the process runs with, as its segment says: a
  *       decision (runtime override, else the configuration's) shows once
  *       the process applied it.  start_time is /proc/PID/stat field 22.
+ *   ListObservedLocks() -> a(uutssstttts) locks
+ *       (pid, uid, start_time, comm, exe, where, address, waits, wait_ns,
+ *        wait_max_ns, name): locks of programs without libelide that the
+ *       BPF observer saw threads sleep for; where "MODULE+0xOFFSET", name
+ *       its symbol ("" until the symbolizer answered, or when none).
  *   ListProcessesWithoutSegment() -> a(uuts) processes
  *       (pid, uid, start_time, comm): the processes counted by
  *       ProcessesWithoutSegment (discovery.h says which), only the caller's
@@ -670,17 +675,17 @@ static int method_list_observed_locks(sd_bus_message *m, void *userdata, sd_bus_
 					 elided_futexwatch_state(d));
 	if (r < 0)
 		return sd_bus_error_set_errno(error, r);
-	r = array_reply_begin(m, "(uutssstttt)", &reply);
+	r = array_reply_begin(m, "(uutssstttts)", &reply);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
 		const struct observed_lock *o = &locks[i];
-		char comm[sizeof(o->comm)], exe[sizeof(o->exe)], where[sizeof(o->where)];
+		char comm[sizeof(o->comm)], exe[sizeof(o->exe)], where[sizeof(o->where)], name[sizeof(o->name)];
 
-		r = sd_bus_message_append(reply, "(uutssstttt)", (uint32_t)o->pid, (uint32_t)o->uid, o->start_time,
+		r = sd_bus_message_append(reply, "(uutssstttts)", (uint32_t)o->pid, (uint32_t)o->uid, o->start_time,
 					  bus_string(o->comm, comm, sizeof(comm)), bus_string(o->exe, exe, sizeof(exe)),
 					  bus_string(o->where, where, sizeof(where)), o->uaddr, o->waits, o->wait_ns,
-					  o->wait_max_ns);
+					  o->wait_max_ns, bus_string(o->name, name, sizeof(name)));
 		if (r < 0)
 			return r;
 	}
@@ -1634,7 +1639,7 @@ static const sd_bus_vtable manager_vtable[] = {
 				 method_list_no_segment_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("ListObservedLocks",
 				 NULL, "",
-				 "a(uutssstttt)", SD_BUS_PARAM(locks),
+				 "a(uutssstttts)", SD_BUS_PARAM(locks),
 				 method_list_observed_locks_queued, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_NAMES("ListPrograms",
 				 NULL, "",

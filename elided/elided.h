@@ -295,6 +295,7 @@ struct observed_lock {
 	char comm[16];
 	char exe[256];                /* readlink of /proc/PID/exe, "" when unknown */
 	char where[256];              /* "MODULE+0xOFFSET" from /proc/PID/maps, else the address */
+	char name[ELIDED_LOCK_NAME_MAX]; /* its symbol, from the symbolizer; "" when not known (yet) */
 };
 
 /* futexwatch.c */
@@ -339,6 +340,18 @@ void elided_symbolizer_free(struct elided *d);
  * the user's budget allows. */
 void elided_symbolize(struct elided *d, struct tracked_process *p);
 size_t elided_symbolizer_cached_bytes(struct elided *d, uid_t uid);
+/* A lock of a process without libelide (the BPF observer's), named the same
+ * way, by a child running as uid: 1 and its symbol in name when known, 0
+ * when not (yet: asked for at the next flush; the name is "" then), or
+ * -errno.  pid and start_time (/proc/PID/stat field 22) are the process. */
+int elided_symbolize_observed(struct elided *d, pid_t pid, uid_t uid, uint64_t start_time, uint64_t addr, char *name,
+			      size_t size);
+/* After a walk of the observed locks: children for what was not known,
+ * processes not asked about for a minute forgotten. */
+void elided_symbolize_observed_flush(struct elided *d);
+/* Whether that lock of that process (start_time as above) was asked about
+ * already: named, or its name on the way. */
+bool elided_symbolizer_observed_known(struct elided *d, pid_t pid, uint64_t start_time, uint64_t addr);
 /* main.c */
 void elided_reschedule(struct elided *d);
 /* learning.c */

@@ -5,9 +5,11 @@
  * futex word, the time threads sleep waiting for a pthread mutex; this file
  * loads it and reads its map on request (D-Bus ListObservedLocks).
  *
- * Nothing here parses a user's file: what a lock is called is its address
- * in a mapping of /proc/PID/maps (kernel text), "MODULE+0xOFFSET", which
- * the caller may name with the symbols it can read itself.  Processes that
+ * Nothing here parses a user's file: where a lock is is its address in a
+ * mapping of /proc/PID/maps (kernel text), "MODULE+0xOFFSET"; its symbol
+ * comes from the symbolizer (symbolizer.c), whose child parses the files as
+ * the process's user, as for the locks of libelide's processes.  A listing
+ * asks for the names it lacks; they are in the next one.  Processes that
  * run libelide report through their segments and are left out.
  */
 #include <errno.h>
@@ -37,7 +39,12 @@ struct futexwatch {
 #endif
 	uint64_t ns_per_tick;        /* BPF start times (ns) to /proc's clock ticks */
 	const char *method;          /* which programs are attached */
+	sd_event_source *naming;     /* the sweep that asks for new locks' names */
 };
+
+/* New locks are named this long after they were first waited for, at
+ * most: their names are known by the time somebody lists them. */
+#define FUTEXWATCH_NAMING_USEC (2u * 1000000u)
 
 #ifdef HAVE_BPF
 /* Where the programs attach, cheapest first. */
@@ -60,6 +67,8 @@ const char *elided_futexwatch_state(const struct elided *d)
 }
 
 #ifdef HAVE_BPF
+static int on_naming(sd_event_source *src, uint64_t usec, void *userdata);
+
 static int silent_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	(void)level, (void)fmt, (void)ap;
@@ -128,6 +137,9 @@ int elided_futexwatch_start(struct elided *d)
 		return 0;
 	}
 	d->futexwatch = w;
+	/* Without it, names come when the locks are listed (one listing later). */
+	if (sd_event_add_time_relative(d->event, &w->naming, CLOCK_MONOTONIC, FUTEXWATCH_NAMING_USEC, 0, on_naming, d) < 0)
+		w->naming = NULL;
 	log_info("observing the lock waits of programs without libelide (BPF: %s)", w->method);
 	return 0;
 #else
@@ -140,6 +152,7 @@ void elided_futexwatch_stop(struct elided *d)
 {
 	if (!d->futexwatch)
 		return;
+	sd_event_source_disable_unref(d->futexwatch->naming);
 #ifdef HAVE_BPF
 	futexwatch_bpf__destroy(d->futexwatch->skel);
 #endif
@@ -254,6 +267,45 @@ static int cmp_observed(const void *a, const void *b)
 		return x->wait_ns < y->wait_ns ? 1 : -1;
 	return x->pid != y->pid ? (x->pid < y->pid ? -1 : 1) : (x->uaddr > y->uaddr) - (x->uaddr < y->uaddr);
 }
+
+/*
+ * Every FUTEXWATCH_NAMING_USEC: the locks waited for whose names the
+ * symbolizer was not asked for yet are, so that the next listing shows
+ * them.  Only those cost a look at /proc; the rest, a map lookup.
+ */
+static int on_naming(sd_event_source *src, uint64_t usec, void *userdata)
+{
+	struct elided *d = userdata;
+	struct futexwatch *w = d->futexwatch;
+	struct futexwatch_key key, next;
+	size_t seen = 0;
+	bool first = true, asked = false;
+	int fd = bpf_map__fd(w->skel->maps.waits);
+
+	while (seen++ < FUTEXWATCH_MAX_LOCKS && bpf_map_get_next_key(fd, first ? NULL : &key, &next) == 0) {
+		struct futexwatch_value v;
+		uint64_t start, ticks;
+		uid_t uid;
+		char comm[16], name[ELIDED_LOCK_NAME_MAX];
+
+		first = false;
+		key = next;
+		ticks = w->ns_per_tick ? key.start_boottime / w->ns_per_tick : 0;
+		if (bpf_map_lookup_elem(fd, &key, &v) < 0 || v.waits == 0 ||
+		    elided_symbolizer_observed_known(d, (pid_t)key.tgid, ticks, key.uaddr) ||
+		    elided_find_process(d, (pid_t)key.tgid))
+			continue;
+		if (read_proc((pid_t)key.tgid, &start, &uid, comm, sizeof(comm)) < 0 || (ticks && ticks != start))
+			continue;
+		(void)elided_symbolize_observed(d, (pid_t)key.tgid, uid, start, key.uaddr, name, sizeof(name));
+		asked = true;
+	}
+	if (asked)
+		elided_symbolize_observed_flush(d);
+	if (sd_event_source_set_time_relative(src, FUTEXWATCH_NAMING_USEC) >= 0)
+		(void)sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
+	return 0;
+}
 #endif
 
 int elided_observed_locks(struct elided *d, uid_t caller, struct observed_lock **ret, size_t *n)
@@ -330,6 +382,9 @@ int elided_observed_locks(struct elided *d, uid_t caller, struct observed_lock *
 		o->wait_max_ns = v.wait_max_ns;
 		snprintf(o->comm, sizeof(o->comm), "%s", comm);
 		where_of(o->pid, o->uaddr, o->where, sizeof(o->where));
+		/* Its symbol, as a libelide process's lock is named: by a
+		 * child running as the process's user (symbolizer.c). */
+		(void)elided_symbolize_observed(d, o->pid, o->uid, o->start_time, o->uaddr, o->name, sizeof(o->name));
 		{
 			char path[64];
 			ssize_t len;
@@ -342,6 +397,7 @@ int elided_observed_locks(struct elided *d, uid_t caller, struct observed_lock *
 	for (size_t i = 0; i < nstale; i++)
 		(void)bpf_map_delete_elem(fd, &stale[i]);
 	free(stale);
+	elided_symbolize_observed_flush(d);
 	if (nout)
 		qsort(out, nout, sizeof(*out), cmp_observed);
 	*ret = out;

@@ -182,6 +182,35 @@ size_t symcache_count(const struct symcache *c)
 	return c->count;
 }
 
+uint64_t symcache_retry_delay(unsigned failures)
+{
+	uint64_t d = SYMRETRY_FIRST_NS;
+
+	for (unsigned i = 1; i < failures && d < SYMRETRY_MAX_NS; i++)
+		d *= 2;
+	return d < SYMRETRY_MAX_NS ? d : SYMRETRY_MAX_NS;
+}
+
+enum symcache_use symcache_use(const struct symcache_value *v, uint64_t now_ns)
+{
+	if (v->retry_ns == 0)
+		return SYMCACHE_ANSWER;
+	return now_ns >= v->retry_ns ? SYMCACHE_ASK : SYMCACHE_WAIT;
+}
+
+int symcache_put_failure(struct symcache *c, const struct symcache_key *k, int err, uint64_t now_ns)
+{
+	const struct symcache_value *old = symcache_get(c, k);
+	struct symcache_value v = { .err = err > 0 ? err : EIO };
+
+	/* An answer already there stays (another run gave it meanwhile). */
+	if (old && old->retry_ns == 0)
+		return 0;
+	v.failures = old && old->failures < 64 ? old->failures + 1 : old ? old->failures : 1;
+	v.retry_ns = now_ns + symcache_retry_delay(v.failures);
+	return symcache_put(c, k, &v);
+}
+
 static struct uid_state *budget_window(struct symcache *c, uid_t uid, uint64_t now_ns)
 {
 	struct uid_state *u = uid_get(c, uid, true);
@@ -199,6 +228,16 @@ bool symcache_budget_allows(struct symcache *c, uid_t uid, uint64_t now_ns)
 	struct uid_state *u = budget_window(c, uid, now_ns);
 
 	return u && u->runs < SYMBUDGET_RUNS && u->cpu_ns < SYMBUDGET_CPU_NS;
+}
+
+uint64_t symcache_budget_next_ns(struct symcache *c, uid_t uid, uint64_t now_ns)
+{
+	struct uid_state *u;
+
+	if (symcache_budget_allows(c, uid, now_ns))
+		return now_ns;
+	u = uid_get(c, uid, false);
+	return u ? u->window_start + SYMBUDGET_WINDOW_NS : now_ns;
 }
 
 void symcache_budget_charge(struct symcache *c, uid_t uid, uint64_t now_ns, uint64_t cpu_ns)

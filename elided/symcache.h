@@ -28,6 +28,11 @@
 #define SYMBUDGET_WINDOW_NS (60ull * 1000000000ull)
 #define SYMBUDGET_RUNS 12u                     /* child runs per uid per window */
 #define SYMBUDGET_CPU_NS (10ull * 1000000000ull) /* child CPU time per uid per window */
+/* An address whose run failed (a child killed, one that could not be
+ * started) is asked again after SYMRETRY_FIRST_NS, the delay doubling with
+ * each failure in a row up to SYMRETRY_MAX_NS: never given up. */
+#define SYMRETRY_FIRST_NS (1ull * 1000000000ull)
+#define SYMRETRY_MAX_NS (300ull * 1000000000ull)
 
 #define SYMPROTO_NAME_MAX 128                  /* name bytes + NUL */
 #define SYMPROTO_LINE_MAX 400                  /* one line, newline included */
@@ -40,6 +45,9 @@ struct symcache_key {
 
 struct symcache_value {
 	int err;                               /* 0, or a positive errno: no name */
+	unsigned failures;                     /* failed runs in a row (retry_ns set) */
+	uint64_t retry_ns;                     /* 0: an answer; else a failed run's entry,
+						* asked again from then (CLOCK_MONOTONIC) */
 	uint64_t sym_offset;                   /* address - symbol start */
 	uint64_t vaddr;                        /* link-time address */
 	char name[SYMPROTO_NAME_MAX];
@@ -56,10 +64,28 @@ int symcache_put(struct symcache *c, const struct symcache_key *k, const struct 
 size_t symcache_uid_bytes(const struct symcache *c, uid_t uid);
 size_t symcache_count(const struct symcache *c);
 
+/* How long after its failures-th failed run in a row (1, 2, ...) an
+ * address is asked again: SYMRETRY_FIRST_NS doubled each time, at most
+ * SYMRETRY_MAX_NS. */
+uint64_t symcache_retry_delay(unsigned failures);
+/* What to do about a cached entry at now_ns. */
+enum symcache_use {
+	SYMCACHE_ANSWER,                       /* an answer (a name, or a final error) */
+	SYMCACHE_ASK,                          /* a failed run's, due: ask a child again */
+	SYMCACHE_WAIT,                         /* a failed run's, not due yet */
+};
+enum symcache_use symcache_use(const struct symcache_value *v, uint64_t now_ns);
+/* Records a failed run for k at now_ns: an entry with err (positive), the
+ * failures counted on from a failed entry already there, retry_ns set. */
+int symcache_put_failure(struct symcache *c, const struct symcache_key *k, int err, uint64_t now_ns);
+
 /* Budget: may uid start a child run now?  Counts runs and CPU time in
  * windows of SYMBUDGET_WINDOW_NS. */
 bool symcache_budget_allows(struct symcache *c, uid_t uid, uint64_t now_ns);
 void symcache_budget_charge(struct symcache *c, uid_t uid, uint64_t now_ns, uint64_t cpu_ns);
+/* When the budget may allow uid again: the end of its window (now_ns when
+ * it allows now). */
+uint64_t symcache_budget_next_ns(struct symcache *c, uid_t uid, uint64_t now_ns);
 
 /*
  * The child's answer, one line per request it answered, then a last line

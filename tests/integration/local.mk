@@ -259,3 +259,17 @@ TESTS += tests/integration/test-elided-bus.sh
 EXTRA_DIST += tests/integration/test-elided-bus.sh
 TESTS += tests/integration/test-elided-lognames.sh
 EXTRA_DIST += tests/integration/test-elided-lognames.sh
+
+# Issue 32: the symbolizer's every error path (fork, pipe2, pidfd_open,
+# sd_event_add_* failing), by fault injection into a real elided (the
+# LD_PRELOAD library fault-inject.so); its names under a CPU-bound load
+# (stress-ng); processes without libelide named through the BPF observer.
+check_LTLIBRARIES = tests/integration/fault-inject.la
+tests_integration_fault_inject_la_SOURCES = tests/integration/fault-inject.c
+tests_integration_fault_inject_la_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS)
+tests_integration_fault_inject_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared -rpath /nowhere
+tests_integration_fault_inject_la_LIBADD = -ldl
+TESTS += tests/integration/test-elided-symfault.sh tests/integration/test-elided-symload.sh \
+	tests/integration/test-elided-observe-names.sh
+EXTRA_DIST += tests/integration/test-elided-symfault.sh tests/integration/test-elided-symload.sh \
+	tests/integration/test-elided-observe-names.sh

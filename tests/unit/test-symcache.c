@@ -174,6 +174,79 @@ START_TEST(test_proto_refuses)
 }
 END_TEST
 
+/* A failed run's addresses are asked again later, with back-off, never
+ * given up; an answer replaces the failure, a later failure never an answer. */
+START_TEST(test_retry_backoff)
+{
+	struct symcache *c = NULL;
+	struct symcache_key k = { .uid = 1000, .dev = 1, .ino = 2, .off = 3, .object = true };
+	struct symcache_value v = val("big_lock");
+	const struct symcache_value *got;
+	uint64_t t = 1000ull * 1000000000ull, prev = 0;
+
+	ck_assert_uint_eq(symcache_retry_delay(1), SYMRETRY_FIRST_NS);
+	ck_assert_uint_eq(symcache_retry_delay(2), 2 * SYMRETRY_FIRST_NS);
+	ck_assert_uint_eq(symcache_retry_delay(3), 4 * SYMRETRY_FIRST_NS);
+	for (unsigned f = 1; f < 100; f++) {
+		ck_assert_uint_ge(symcache_retry_delay(f), prev);
+		ck_assert_uint_le(symcache_retry_delay(f), SYMRETRY_MAX_NS);
+		prev = symcache_retry_delay(f);
+	}
+	ck_assert_uint_eq(prev, SYMRETRY_MAX_NS);
+
+	ck_assert_int_eq(symcache_new(&c, SYMCACHE_UID_BYTES), 0);
+	ck_assert_int_eq(symcache_put_failure(c, &k, ETIMEDOUT, t), 0);
+	got = symcache_get(c, &k);
+	ck_assert_ptr_nonnull(got);
+	ck_assert_int_eq(got->err, ETIMEDOUT);
+	ck_assert_uint_eq(got->failures, 1);
+	ck_assert_uint_eq(got->retry_ns, t + SYMRETRY_FIRST_NS);
+	/* Not due yet: wait; due: ask a child again. */
+	ck_assert_int_eq(symcache_use(got, t), SYMCACHE_WAIT);
+	ck_assert_int_eq(symcache_use(got, t + SYMRETRY_FIRST_NS - 1), SYMCACHE_WAIT);
+	ck_assert_int_eq(symcache_use(got, t + SYMRETRY_FIRST_NS), SYMCACHE_ASK);
+	/* Failing again doubles the delay, counted from the new failure. */
+	t += SYMRETRY_FIRST_NS;
+	ck_assert_int_eq(symcache_put_failure(c, &k, ETIMEDOUT, t), 0);
+	got = symcache_get(c, &k);
+	ck_assert_uint_eq(got->failures, 2);
+	ck_assert_uint_eq(got->retry_ns, t + 2 * SYMRETRY_FIRST_NS);
+	ck_assert_uint_eq(symcache_count(c), 1);
+	/* The answer replaces the failure and is final. */
+	ck_assert_int_eq(symcache_put(c, &k, &v), 0);
+	got = symcache_get(c, &k);
+	ck_assert_str_eq(got->name, "big_lock");
+	ck_assert_int_eq(symcache_use(got, t + SYMRETRY_MAX_NS * 10), SYMCACHE_ANSWER);
+	/* A failure after an answer (another run's) leaves the answer. */
+	ck_assert_int_eq(symcache_put_failure(c, &k, ETIMEDOUT, t), 0);
+	ck_assert_str_eq(symcache_get(c, &k)->name, "big_lock");
+	ck_assert_uint_eq(symcache_get(c, &k)->retry_ns, 0);
+	/* A final "no name" answer is an answer too. */
+	k.off++;
+	v = (struct symcache_value){ .err = ENOENT };
+	ck_assert_int_eq(symcache_put(c, &k, &v), 0);
+	ck_assert_int_eq(symcache_use(symcache_get(c, &k), t), SYMCACHE_ANSWER);
+	symcache_free(c);
+}
+END_TEST
+
+/* A user over budget is told when it may run a child again. */
+START_TEST(test_budget_next)
+{
+	struct symcache *c = NULL;
+	uint64_t t = 5ull * 1000000000ull;
+
+	ck_assert_int_eq(symcache_new(&c, SYMCACHE_UID_BYTES), 0);
+	ck_assert_uint_eq(symcache_budget_next_ns(c, 1000, t), t);
+	for (unsigned i = 0; i < SYMBUDGET_RUNS; i++)
+		symcache_budget_charge(c, 1000, t, 1000);
+	ck_assert(!symcache_budget_allows(c, 1000, t + 1));
+	ck_assert_uint_eq(symcache_budget_next_ns(c, 1000, t + 1), t + SYMBUDGET_WINDOW_NS);
+	ck_assert(symcache_budget_allows(c, 1000, t + SYMBUDGET_WINDOW_NS));
+	symcache_free(c);
+}
+END_TEST
+
 static Suite *symcache_suite(void)
 {
 	Suite *s = suite_create("symcache");
@@ -183,6 +256,8 @@ static Suite *symcache_suite(void)
 	tcase_add_test(tc, test_key_is_identity_not_path);
 	tcase_add_test(tc, test_uid_byte_cap);
 	tcase_add_test(tc, test_budget);
+	tcase_add_test(tc, test_retry_backoff);
+	tcase_add_test(tc, test_budget_next);
 	suite_add_tcase(s, tc);
 	tcase_add_test(tp, test_proto_roundtrip);
 	tcase_add_test(tp, test_proto_refuses);
