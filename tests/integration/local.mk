@@ -117,6 +117,10 @@ EXTRA_DIST += tests/integration/test-elidectl-trend.sh
 TESTS += tests/integration/test-elided.sh
 EXTRA_DIST += tests/integration/test-elided.sh
 
+# A process's mode off is the kill switch: its lock rules wait (issue 32).
+TESTS += tests/integration/test-elided-process-off.sh
+EXTRA_DIST += tests/integration/test-elided-process-off.sh
+
 # elided's Prometheus textfile output, checked with promtool.
 TESTS += tests/integration/test-elided-metrics.sh
 EXTRA_DIST += tests/integration/test-elided-metrics.sh
