@@ -95,8 +95,27 @@ invalid:
 		json_begin_object(&j);
 		json_key(&j, "valid");
 		json_bool(&j, false);
+		/* The first error, then every one (up to 20, and "N more errors"). */
 		json_key(&j, "error");
-		json_string(&j, err);
+		{
+			size_t n = strcspn(err, "\n");
+			char first[CONFIG_ERR_LINE_MAX + 64];
+
+			snprintf(first, sizeof(first), "%.*s", (int)n, err);
+			json_string(&j, first);
+		}
+		json_key(&j, "errors");
+		json_begin_array(&j);
+		for (const char *e = err; *e;) {
+			size_t n = strcspn(e, "\n");
+			char line[CONFIG_ERR_LINE_MAX + 64];
+
+			snprintf(line, sizeof(line), "%.*s", (int)n, e);
+			json_string(&j, line);
+			e += n;
+			e += *e == '\n';
+		}
+		json_end_array(&j);
 		json_end_object(&j);
 		json_finish(&j);
 	}

@@ -34,13 +34,64 @@
 #define DEFAULT_MAX_ABORT_RATIO 0.5
 #define DEFAULT_MIN_ABORTS 1000
 
+/*
+ * The errors of one load, one "FILE:LINE: what" a line: every error of
+ * every file is reported in one run, the first CONFIG_MAX_ERRORS of them
+ * in full, then how many more there were.
+ */
+struct errs {
+	char *buf;                   /* the caller's, or NULL */
+	size_t size;
+	size_t len;
+	unsigned n;                  /* errors seen, shown or not */
+};
+
+static void err_add(struct errs *e, const char *fmt, ...) _printf_(2, 3);
+static void err_add(struct errs *e, const char *fmt, ...)
+{
+	va_list ap;
+	int w;
+
+	if (e->n++ >= CONFIG_MAX_ERRORS || !e->buf || e->size == 0)
+		return;
+	if (e->len > 0 && e->len + 1 < e->size) {
+		e->buf[e->len++] = '\n';
+		e->buf[e->len] = '\0';
+	}
+	if (e->len + 1 >= e->size)
+		return;
+	va_start(ap, fmt);
+	w = vsnprintf(e->buf + e->len, e->size - e->len, fmt, ap);
+	va_end(ap);
+	if (w > 0)
+		e->len = e->len + (size_t)w < e->size ? e->len + (size_t)w : e->size - 1;
+}
+
+/* After the last error: how many were not shown. */
+static void err_finish(struct errs *e)
+{
+	unsigned more = e->n > CONFIG_MAX_ERRORS ? e->n - CONFIG_MAX_ERRORS : 0;
+
+	if (!more || !e->buf || e->len + 1 >= e->size)
+		return;
+	snprintf(e->buf + e->len, e->size - e->len, "%s%u more error%s", e->len ? "\n" : "", more,
+		 more == 1 ? "" : "s");
+}
+
 /* One file being parsed: where messages point and where they go. */
 struct parser {
 	const char *path;
 	const char *dir;             /* where @include names are looked up, or NULL */
-	char *err;
-	size_t errlen;
+	struct errs *e;
 };
+
+/* The first error of several (-ENOMEM ends a parse at once). */
+#define KEEP_FIRST(first, r)                          \
+	do {                                          \
+		int r_ = (r);                         \
+		if (r_ < 0 && (first) == 0)           \
+			(first) = r_;                 \
+	} while (0)
 
 static inline bool streq(const char *a, const char *b)
 {
@@ -82,21 +133,14 @@ static void format_where(const struct parser *p, const char *file, unsigned line
 static int fail(const struct parser *p, const config_setting_t *s, const char *fmt, ...) _printf_(3, 4);
 static int fail(const struct parser *p, const config_setting_t *s, const char *fmt, ...)
 {
+	char at[PATH_MAX + 32], what[CONFIG_ERR_LINE_MAX];
 	va_list ap;
-	int n;
 
-	if (!p->err || p->errlen == 0)
-		return -EINVAL;
-	format_where(p, config_setting_source_file(s), config_setting_source_line(s), p->err, p->errlen);
-	n = strlen(p->err);
-	if ((size_t)n + 2 >= p->errlen)
-		return -EINVAL;
-	p->err[n++] = ':';
-	p->err[n++] = ' ';
-	p->err[n] = '\0';
+	format_where(p, config_setting_source_file(s), config_setting_source_line(s), at, sizeof(at));
 	va_start(ap, fmt);
-	vsnprintf(p->err + n, p->errlen - n, fmt, ap);
+	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
+	err_add(p->e, "%s: %s", at, what);
 	return -EINVAL;
 }
 
@@ -204,7 +248,7 @@ static int get_mode(const struct parser *p, const config_setting_t *s, enum poli
 	if (r < 0)
 		return r;
 	if (policy_mode_from_string(v, ret) < 0)
-		return fail(p, s, "%s: invalid mode \"%s\" (expected \"adaptive\", \"on\" or \"off\")",
+		return fail(p, s, "%s: invalid mode \"%s\" (expected \"adaptive\", \"on\", \"off\" or \"watch\")",
 			    config_setting_name(s), v);
 	return 0;
 }
@@ -514,7 +558,7 @@ static int get_metrics_group(const struct parser *p, const config_setting_t *s, 
 
 static int parse_daemon(const struct parser *p, const config_setting_t *g, struct elide_config *cfg)
 {
-	int r = expect_group(p, g, "daemon");
+	int first = 0, r = expect_group(p, g, "daemon");
 
 	if (r < 0)
 		return r;
@@ -547,15 +591,16 @@ static int parse_daemon(const struct parser *p, const config_setting_t *g, struc
 				cfg->metrics_locks = (uint32_t)v;
 		} else
 			r = fail(p, s, "unknown key \"%s\" in daemon", name);
-		if (r < 0)
+		if (r == -ENOMEM)
 			return r;
+		KEEP_FIRST(first, r);
 	}
-	return 0;
+	return first;
 }
 
 static int parse_default(const struct parser *p, const config_setting_t *g, struct elide_config *cfg)
 {
-	int r = expect_group(p, g, "default");
+	int first = 0, r = expect_group(p, g, "default");
 
 	if (r < 0)
 		return r;
@@ -570,10 +615,9 @@ static int parse_default(const struct parser *p, const config_setting_t *g, stru
 			if (r == 0)
 				r = fail(p, s, "unknown key \"%s\" in default", name);
 		}
-		if (r < 0)
-			return r;
+		KEEP_FIRST(first, r);
 	}
-	return 0;
+	return first;
 }
 
 static void lock_rule_clear(struct lock_rule *l)
@@ -598,7 +642,7 @@ static void program_rule_clear(struct program_rule *rule)
 
 static int parse_lock(const struct parser *p, const config_setting_t *g, struct lock_rule *l)
 {
-	int r = expect_group(p, g, "lock entry");
+	int first = 0, r = expect_group(p, g, "lock entry");
 
 	if (r < 0)
 		return r;
@@ -615,19 +659,22 @@ static int parse_lock(const struct parser *p, const config_setting_t *g, struct 
 			r = get_mode(p, s, &l->mode);
 		else
 			r = fail(p, s, "unknown key \"%s\" in lock", name);
-		if (r < 0)
+		if (r == -ENOMEM)
 			return r;
+		KEEP_FIRST(first, r);
 	}
-	if (!l->name && !l->function)
-		return fail(p, g, "lock: needs \"name\" and/or \"function\"");
-	if (l->mode == POLICY_MODE_UNSET)
-		return fail(p, g, "lock: \"mode\" is required");
-	return 0;
+	/* A key given but invalid is not also reported missing. */
+	if (!l->name && !l->function && !config_setting_get_member(g, "name") &&
+	    !config_setting_get_member(g, "function"))
+		KEEP_FIRST(first, fail(p, g, "lock: needs \"name\" and/or \"function\""));
+	if (l->mode == POLICY_MODE_UNSET && !config_setting_get_member(g, "mode"))
+		KEEP_FIRST(first, fail(p, g, "lock: \"mode\" is required"));
+	return first;
 }
 
 static int parse_locks(const struct parser *p, const config_setting_t *list, struct program_rule *rule)
 {
-	int n, r;
+	int n, r, first = 0;
 
 	r = expect_list(p, list, "lock");
 	if (r < 0)
@@ -642,16 +689,17 @@ static int parse_locks(const struct parser *p, const config_setting_t *list, str
 		/* Count it first so that a half-parsed entry is freed too. */
 		rule->nlocks++;
 		r = parse_lock(p, config_setting_get_elem(list, i), &rule->locks[i]);
-		if (r < 0)
+		if (r == -ENOMEM)
 			return r;
+		KEEP_FIRST(first, r);
 	}
-	return 0;
+	return first;
 }
 
 static int parse_program(const struct parser *p, const config_setting_t *g, struct program_rule *rule)
 {
 	const config_setting_t *locks = NULL;
-	int r = expect_group(p, g, "program entry");
+	int first = 0, r = expect_group(p, g, "program entry");
 
 	if (r < 0)
 		return r;
@@ -680,19 +728,28 @@ static int parse_program(const struct parser *p, const config_setting_t *g, stru
 			if (r == 0)
 				r = fail(p, s, "unknown key \"%s\" in program", name);
 		}
-		if (r < 0)
+		if (r == -ENOMEM)
 			return r;
+		KEEP_FIRST(first, r);
 	}
-	if (!rule->exe && !rule->comm && !rule->unit && !rule->slice && !rule->user)
-		return fail(p, g, "program: needs at least one of \"exe\", \"comm\", \"user\", \"unit\", \"slice\"");
-	if (locks)
-		return parse_locks(p, locks, rule);
-	return 0;
+	/* A criterion given but invalid is not also reported missing. */
+	if (!rule->exe && !rule->comm && !rule->unit && !rule->slice && !rule->user &&
+	    !config_setting_get_member(g, "exe") && !config_setting_get_member(g, "comm") &&
+	    !config_setting_get_member(g, "unit") && !config_setting_get_member(g, "slice") &&
+	    !config_setting_get_member(g, "user"))
+		KEEP_FIRST(first, fail(p, g, "program: needs at least one of \"exe\", \"comm\", \"user\", \"unit\", \"slice\""));
+	if (locks) {
+		r = parse_locks(p, locks, rule);
+		if (r == -ENOMEM)
+			return r;
+		KEEP_FIRST(first, r);
+	}
+	return first;
 }
 
 static int parse_programs(const struct parser *p, const config_setting_t *list, struct elide_config *cfg)
 {
-	int n, r;
+	int n, r, first = 0;
 
 	r = expect_list(p, list, "program");
 	if (r < 0)
@@ -704,8 +761,12 @@ static int parse_programs(const struct parser *p, const config_setting_t *list, 
 
 		r = parse_program(p, config_setting_get_elem(list, i), &rule);
 		if (r < 0) {
+			/* The next rules are checked too, for their errors. */
 			program_rule_clear(&rule);
-			return r;
+			if (r == -ENOMEM)
+				return r;
+			KEEP_FIRST(first, r);
+			continue;
 		}
 		rules = reallocarray(cfg->programs, cfg->nprograms + 1, sizeof(*rules));
 		if (!rules) {
@@ -715,11 +776,13 @@ static int parse_programs(const struct parser *p, const config_setting_t *list, 
 		cfg->programs = rules;
 		cfg->programs[cfg->nprograms++] = rule;
 	}
-	return 0;
+	return first;
 }
 
 static int parse_root(const struct parser *p, const config_setting_t *root, struct elide_config *cfg)
 {
+	int first = 0;
+
 	for (int i = 0; i < config_setting_length(root); i++) {
 		const config_setting_t *s = config_setting_get_elem(root, i);
 		const char *name = config_setting_name(s);
@@ -733,16 +796,17 @@ static int parse_root(const struct parser *p, const config_setting_t *root, stru
 			r = parse_programs(p, s, cfg);
 		else
 			r = fail(p, s, "unknown top-level key \"%s\" (expected daemon, default, program)", name);
-		if (r < 0)
+		if (r == -ENOMEM)
 			return r;
+		KEEP_FIRST(first, r);
 	}
-	return 0;
+	return first;
 }
 
-static int add_file(struct elide_config *cfg, const char *path, char *err, size_t errlen)
+static int add_file(struct elide_config *cfg, const char *path, struct errs *e)
 {
 	if (cfg->nfiles >= CONFIG_MAX_FILES) {
-		errbuf_set(err, errlen, "%s: more than %d configuration files", path, CONFIG_MAX_FILES);
+		err_add(e, "%s: more than %d configuration files", path, CONFIG_MAX_FILES);
 		return -E2BIG;
 	}
 	cfg->files[cfg->nfiles] = strdup(path);
@@ -763,7 +827,7 @@ static int add_file(struct elide_config *cfg, const char *path, char *err, size_
  */
 #define CONFIG_MAX_INCLUDE_DEPTH 10
 
-static int check_includes(FILE *f, const char *path, const char *dir, unsigned depth, char *err, size_t errlen)
+static int check_includes(FILE *f, const char *path, const char *dir, unsigned depth, struct errs *e)
 {
 	_cleanup_free_ char *line = NULL;
 	size_t size = 0;
@@ -778,7 +842,7 @@ static int check_includes(FILE *f, const char *path, const char *dir, unsigned d
 
 		lineno++;
 		if ((size_t)len != strlen(line)) {
-			errbuf_set(err, errlen, "%s:%u: a NUL byte: not a configuration file", path, lineno);
+			err_add(e, "%s:%u: a NUL byte: not a configuration file", path, lineno);
 			return -EINVAL;
 		}
 		name = line + strspn(line, " \t");
@@ -791,36 +855,36 @@ static int check_includes(FILE *f, const char *path, const char *dir, unsigned d
 		*end = '\0';
 		if (snprintf(full, sizeof(full), "%s%s%s", name[0] == '/' || !dir ? "" : dir,
 			     name[0] == '/' || !dir ? "" : "/", name) >= (int)sizeof(full)) {
-			errbuf_set(err, errlen, "%s:%u: @include \"%s\": path too long", path, lineno, name);
+			err_add(e, "%s:%u: @include \"%s\": path too long", path, lineno, name);
 			return -ENAMETOOLONG;
 		}
 		if (stat(full, &st) < 0)
 			continue;
 		if (!S_ISREG(st.st_mode)) {
-			errbuf_set(err, errlen, "%s:%u: @include \"%s\": %s is not a regular file", path, lineno, name, full);
+			err_add(e, "%s:%u: @include \"%s\": %s is not a regular file", path, lineno, name, full);
 			return -EINVAL;
 		}
 		if (depth >= CONFIG_MAX_INCLUDE_DEPTH) {
-			errbuf_set(err, errlen, "%s:%u: @include \"%s\": more than %d levels of includes", path, lineno, name,
+			err_add(e, "%s:%u: @include \"%s\": more than %d levels of includes", path, lineno, name,
 				CONFIG_MAX_INCLUDE_DEPTH);
 			return -ELOOP;
 		}
 		inc = fopen(full, "re");
 		if (!inc)
 			continue;
-		r = check_includes(inc, full, dir, depth + 1, err, errlen);
+		r = check_includes(inc, full, dir, depth + 1, e);
 		fclose(inc);
 	}
 	return r;
 }
 
 /* Returns 1 when read, 0 when the file does not exist. */
-static int load_file(struct elide_config *cfg, const char *path, char *err, size_t errlen)
+static int load_file(struct elide_config *cfg, const char *path, struct errs *e)
 {
 	_cleanup_(libconfig_destroyp) config_t *lc = NULL;
 	_cleanup_(fclosep) FILE *f = NULL;
 	_cleanup_free_ char *dir = NULL;
-	struct parser p = { .path = path, .err = err, .errlen = errlen };
+	struct parser p = { .path = path, .e = e };
 	char at[PATH_MAX + 32];
 	config_t lcbuf;
 	struct stat st;
@@ -832,20 +896,20 @@ static int load_file(struct elide_config *cfg, const char *path, char *err, size
 		if (errno == ENOENT)
 			return 0;
 		r = -errno;
-		errbuf_set(err, errlen, "%s: %s", path, strerror(-r));
+		err_add(e, "%s: %s", path, strerror(-r));
 		return r;
 	}
 	if (fstat(fileno(f), &st) < 0) {
 		r = -errno;
-		errbuf_set(err, errlen, "%s: %s", path, strerror(-r));
+		err_add(e, "%s: %s", path, strerror(-r));
 		return r;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		errbuf_set(err, errlen, "%s: %s", path, strerror(EISDIR));
+		err_add(e, "%s: %s", path, strerror(EISDIR));
 		return -EISDIR;
 	}
 
-	r = add_file(cfg, path, err, errlen);
+	r = add_file(cfg, path, e);
 	if (r < 0)
 		return r;
 
@@ -862,19 +926,19 @@ static int load_file(struct elide_config *cfg, const char *path, char *err, size
 		p.dir = dir;
 	}
 
-	r = check_includes(f, path, p.dir, 0, err, errlen);
+	r = check_includes(f, path, p.dir, 0, e);
 	if (r < 0)
 		return r;
 	rewind(f);
 	if (!config_read(lc, f)) {
 		format_where(&p, config_error_file(lc), (unsigned)config_error_line(lc), at, sizeof(at));
-		errbuf_set(err, errlen, "%s: %s", at, config_error_text(lc) ?: "parse error");
+		err_add(e, "%s: %s", at, config_error_text(lc) ?: "parse error");
 		return -EINVAL;   /* a syntax error, or an @include that cannot be read */
 	}
 
 	r = parse_root(&p, config_root_setting(lc), cfg);
 	if (r == -ENOMEM)
-		errbuf_set(err, errlen, "%s: %s", path, strerror(ENOMEM));
+		err_add(e, "%s: %s", path, strerror(ENOMEM));
 	return r < 0 ? r : 1;
 }
 
@@ -908,7 +972,7 @@ static int cmp_dropins(const void *a, const void *b)
 }
 
 /* The *.conf of `dir` that no earlier (higher-priority) directory had. */
-static int collect_dropins(const char *dir, struct dropin **list, size_t *n, char *err, size_t errlen)
+static int collect_dropins(const char *dir, struct dropin **list, size_t *n, struct errs *e)
 {
 	_cleanup_(closedirp) DIR *d = NULL;
 	struct dirent *de;
@@ -919,11 +983,11 @@ static int collect_dropins(const char *dir, struct dropin **list, size_t *n, cha
 		if (errno == ENOENT)
 			return 0;
 		r = -errno;
-		errbuf_set(err, errlen, "%s: %s", dir, strerror(-r));
+		err_add(e, "%s: %s", dir, strerror(-r));
 		return r;
 	}
 	for (;;) {
-		struct dropin *nl, *e;
+		struct dropin *nl, *de_new;
 		struct stat st;
 		bool masked, taken = false;
 
@@ -932,7 +996,7 @@ static int collect_dropins(const char *dir, struct dropin **list, size_t *n, cha
 		if (!de) {
 			if (errno) {
 				r = -errno;
-				errbuf_set(err, errlen, "%s: %s", dir, strerror(-r));
+				err_add(e, "%s: %s", dir, strerror(-r));
 				return r;
 			}
 			return 0;
@@ -954,11 +1018,11 @@ static int collect_dropins(const char *dir, struct dropin **list, size_t *n, cha
 		if (!nl)
 			return -ENOMEM;
 		*list = nl;
-		e = &nl[*n];
-		e->name = strdup(de->d_name);
-		e->path = NULL;
-		if (!e->name || (!masked && asprintf(&e->path, "%s/%s", dir, de->d_name) < 0)) {
-			free(e->name);
+		de_new = &nl[*n];
+		de_new->name = strdup(de->d_name);
+		de_new->path = NULL;
+		if (!de_new->name || (!masked && asprintf(&de_new->path, "%s/%s", dir, de->d_name) < 0)) {
+			free(de_new->name);
 			return -ENOMEM;
 		}
 		(*n)++;
@@ -971,21 +1035,25 @@ static int collect_dropins(const char *dir, struct dropin **list, size_t *n, cha
  * one name, the one in the earlier directory replaces the other, and a
  * link to /dev/null there drops both (systemd's drop-in rules).
  */
-static int load_dropins(struct elide_config *cfg, const char *const *dirs, char *err, size_t errlen)
+static int load_dropins(struct elide_config *cfg, const char *const *dirs, struct errs *e)
 {
 	struct dropin *list = NULL;
 	size_t n = 0;
-	int r = 0;
+	int r = 0, q;
 
 	for (size_t i = 0; dirs && dirs[i] && r >= 0; i++)
-		r = collect_dropins(dirs[i], &list, &n, err, errlen);
+		r = collect_dropins(dirs[i], &list, &n, e);
 	if (r >= 0 && n > 0)
 		qsort(list, n, sizeof(*list), cmp_dropins);
-	for (size_t i = 0; i < n && r >= 0; i++)
-		if (list[i].path)
-			r = load_file(cfg, list[i].path, err, errlen);
+	/* A bad file does not hide the errors of the next ones. */
+	for (size_t i = 0; i < n && r != -ENOMEM; i++)
+		if (list[i].path) {
+			q = load_file(cfg, list[i].path, e);
+			if (q < 0 && r >= 0)
+				r = q;
+		}
 	if (r == -ENOMEM)
-		errbuf_set(err, errlen, "%s: %s", dirs && dirs[0] ? dirs[0] : "drop-ins", strerror(ENOMEM));
+		err_add(e, "%s: %s", dirs && dirs[0] ? dirs[0] : "drop-ins", strerror(ENOMEM));
 	free_dropins(list, n);
 	return r < 0 ? r : 0;
 }
@@ -1019,7 +1087,7 @@ int config_default(struct elide_config **ret)
 	cfg = config_new();
 	if (!cfg)
 		return -ENOMEM;
-	if (add_file(cfg, BUILTIN_NAME, NULL, 0) < 0) {
+	if (add_file(cfg, BUILTIN_NAME, &(struct errs){ 0 }) < 0) {
 		config_free(cfg);
 		return -ENOMEM;
 	}
@@ -1037,8 +1105,9 @@ int config_load(const char *main_path, const char *dropin_dir, struct elide_conf
 int config_load_dirs(const char *main_path, const char *const *dropin_dirs, struct elide_config **ret, char *err,
 		     size_t errlen)
 {
+	struct errs errs = { .buf = err, .size = errlen }, *e = &errs;
 	struct elide_config *cfg;
-	int r = 0;
+	int r = 0, q;
 
 	if (!ret)
 		return -EINVAL;
@@ -1046,16 +1115,21 @@ int config_load_dirs(const char *main_path, const char *const *dropin_dirs, stru
 
 	cfg = config_new();
 	if (!cfg) {
-		errbuf_set(err, errlen, "%s", strerror(ENOMEM));
+		err_add(e, "%s", strerror(ENOMEM));
 		return -ENOMEM;
 	}
+	/* The drop-ins are read after a bad main file too: all their errors
+	 * are reported in the same run. */
 	if (main_path)
-		r = load_file(cfg, main_path, err, errlen);
-	if (r >= 0)
-		r = load_dropins(cfg, dropin_dirs, err, errlen);
+		r = load_file(cfg, main_path, e);
+	if (r != -ENOMEM) {
+		q = load_dropins(cfg, dropin_dirs, e);
+		r = r < 0 ? r : q;
+	}
 	if (r >= 0 && cfg->nfiles == 0)
-		r = add_file(cfg, BUILTIN_NAME, err, errlen);
+		r = add_file(cfg, BUILTIN_NAME, e);
 	if (r < 0) {
+		err_finish(e);
 		config_free(cfg);
 		return r;
 	}

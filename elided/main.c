@@ -133,6 +133,29 @@ static void reload_event(struct elided *d, int priority, const char *result, con
 	elided_event(d, &ev, "%s", message);
 }
 
+/* The errors of a configuration, one "FILE:LINE: what" a line: each logged
+ * as a line of its own, after `prefix`. */
+static void log_config_errors(int priority, const char *prefix, const char *err)
+{
+	while (*err) {
+		size_t n = strcspn(err, "\n");
+
+		log_full(priority, "%s%.*s", prefix, (int)n, err);
+		err += n;
+		err += *err == '\n';
+	}
+}
+
+/* How many lines (errors, or "N more errors") `err` holds. */
+static unsigned config_error_lines(const char *err)
+{
+	unsigned n = *err ? 1 : 0;
+
+	for (; *err; err++)
+		n += *err == '\n' && err[1];
+	return n;
+}
+
 int elided_reload(struct elided *d, char *err, size_t errlen)
 {
 	struct elide_config *fresh = NULL;
@@ -144,8 +167,17 @@ int elided_reload(struct elided *d, char *err, size_t errlen)
 	r = load_config(d, &fresh, err, errlen);
 	if (r < 0) {
 		char result[CONFIG_ERR_MAX + 32];
+		size_t first = strcspn(err, "\n");
 
-		reload_event(d, LOG_ERR, err, "reload refused, keeping the running policy: %s", err);
+		/* The event names the first error and how many there are; each
+		 * error is a line of the log after it. */
+		if (err[first])
+			reload_event(d, LOG_ERR, err, "reload refused, keeping the running policy: %.*s (%u errors)",
+				     (int)first, err, config_error_lines(err));
+		else
+			reload_event(d, LOG_ERR, err, "reload refused, keeping the running policy: %s", err);
+		if (err[first])
+			log_config_errors(LOG_ERR, "reload: ", err + first + 1);
 		snprintf(result, sizeof(result), "failed: %s", err);
 		note_reload(d, result);
 		sd_notify(false, "READY=1");
@@ -511,7 +543,8 @@ int main(int argc, char **argv)
 
 	r = load_config(d, &d->config, err, sizeof(err));
 	if (r < 0) {
-		log_error("invalid configuration: %s", err);
+		/* Every error, each a line of its own (editors jump to them). */
+		log_config_errors(LOG_ERR, "invalid configuration: ", err);
 		return EXIT_FAILURE;
 	}
 	if (check_only) {

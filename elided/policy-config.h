@@ -24,7 +24,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CONFIG_ERR_MAX 512
+/* The errors of one load: one "FILE:LINE: what" a line, the first
+ * CONFIG_MAX_ERRORS of them, then "N more errors". */
+#define CONFIG_MAX_ERRORS 20
+#define CONFIG_ERR_LINE_MAX 512
+#define CONFIG_ERR_MAX (CONFIG_MAX_ERRORS * CONFIG_ERR_LINE_MAX + 64)
 #define CONFIG_MAX_FILES 64
 
 enum policy_mode {
@@ -115,8 +119,10 @@ struct policy_decision {
  * default when there are none) and every *.conf in `dropin_dir` (may be
  * NULL or missing) in lexical order.  Errors: unknown keys, wrong types,
  * out-of-range values, bad globs, unknown users, syntax errors: returns
- * -EINVAL with `err` = "FILE:LINE: what".  Unreadable file: -errno with
- * "FILE: strerror".  On error *ret is untouched.
+ * -EINVAL with `err` = "FILE:LINE: what", one line for each error of every
+ * file (a file's syntax error is its only one: libconfig stops there), at
+ * most CONFIG_MAX_ERRORS of them, then a line "N more errors".  Unreadable
+ * file: -errno with "FILE: strerror".  On error *ret is untouched.
  */
 int config_load(const char *main_path, const char *dropin_dir, struct elide_config **ret, char *err, size_t errlen);
 

@@ -444,6 +444,8 @@ static void lock_decision_event(struct elided *d, const struct tracked_process *
 	} else if (source == ELIDE_SEG_SOURCE_CONFIG)
 		snprintf(reason, sizeof(reason), "a lock rule%s%s", p->decision.rule ? " of " : "",
 			 p->decision.rule ? p->decision.rule->where : "");
+	else if (effective_process_mode(p) == POLICY_MODE_OFF)
+		snprintf(reason, sizeof(reason), "its process is off, which no lock rule overrides");
 	else if (old_source == ELIDE_SEG_SOURCE_ADAPTATION || old_source == ELIDE_SEG_SOURCE_LEARNED) {
 		snprintf(reason, sizeof(reason), "probing it again after its back-off");
 		ev.priority = LOG_DEBUG;
@@ -539,7 +541,13 @@ static void pass_lock(struct pass *ps, struct lock_view *v)
 		v->learned = VIEW_LEARNED_NONE;
 	/* Its back-off counts intervals: every pass must visit it. */
 	ps->daemon_off |= v->daemon_off;
-	if (v->override != POLICY_MODE_UNSET) {
+	if (ps->mode == POLICY_MODE_OFF) {
+		/* The process's off is the administrator's kill switch: libelide
+		 * forwards every call to glibc, whatever a lock's own policy
+		 * says.  No lock decision is written (one written before is
+		 * taken back), so none is claimed; they come back with
+		 * another process mode. */
+	} else if (v->override != POLICY_MODE_UNSET) {
 		lm = (enum policy_mode)v->override;
 		source = ELIDE_SEG_SOURCE_OVERRIDE;
 	} else if (v->rule_mode != POLICY_MODE_UNSET) {
@@ -1909,6 +1917,9 @@ int elided_set_override(struct elided *d, struct tracked_process *p, const char 
 	}
 	if (!lock) {
 		p->override = mode;
+		/* Every lock's decision depends on the process's mode (off
+		 * takes them all back): every view is visited. */
+		p->walk_views = true;
 	} else if (override_locks(p, lock, mode) == 0) {
 		snprintf(err, errlen, "pid %d has no lock named '%s'", (int)p->pid, lock);
 		return -ENOENT;

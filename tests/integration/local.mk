@@ -95,6 +95,14 @@ tests_integration_workload_contended_CFLAGS = $(AM_CFLAGS)
 TESTS += tests/integration/test-elidectl-direct.sh
 EXTRA_DIST += tests/integration/test-elidectl-direct.sh
 
+# Forked children without exec, each on contended locks until told to stop
+# (not a test itself), and elided's view of them.
+check_PROGRAMS += tests/integration/fork-workload
+tests_integration_fork_workload_SOURCES = tests/integration/fork-workload.c
+tests_integration_fork_workload_CFLAGS = $(AM_CFLAGS)
+TESTS += tests/integration/test-elided-fork.sh
+EXTRA_DIST += tests/integration/test-elided-fork.sh
+
 # Watch mode: a mutex with known waits and holds (not a test itself).
 check_PROGRAMS += tests/integration/watch-measure
 tests_integration_watch_measure_SOURCES = tests/integration/watch-measure.c
@@ -108,6 +116,10 @@ EXTRA_DIST += tests/integration/test-elidectl-trend.sh
 
 TESTS += tests/integration/test-elided.sh
 EXTRA_DIST += tests/integration/test-elided.sh
+
+# A process's mode off is the kill switch: its lock rules wait (issue 32).
+TESTS += tests/integration/test-elided-process-off.sh
+EXTRA_DIST += tests/integration/test-elided-process-off.sh
 
 # elided's Prometheus textfile output, checked with promtool.
 TESTS += tests/integration/test-elided-metrics.sh

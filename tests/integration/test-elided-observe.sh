@@ -46,19 +46,24 @@ how=$(sed -n 's/.*observing the lock waits of programs without libelide (BPF: \(
 [ "$("$elidectl" status --json | jq -r .lock_wait_observer)" = "on ($how)" ] && ok "status --json: lock_wait_observer" ||
 	fail "status --json: $("$elidectl" status --json 2>&1)"
 
-# Without libelide: 2 threads, 20 us sections.
-"$measure" --threads 2 --hold-us 20 --gap-us 5 --ms 1500 >"$tmp/plain.out" 2>&1 &
+# Without libelide: 2 threads, 20 us sections, a fixed number of
+# acquisitions each (however long a loaded machine takes for them).
+"$measure" --threads 2 --hold-us 20 --gap-us 5 --count 20000 >"$tmp/plain.out" 2>&1 &
 plain=$!
 pids+=("$plain")
 # Under libelide (watching): its segment reports it, the observer must not.
-ELIDE_RUNTIME_DIR="$rundir" LD_PRELOAD="$preload" "$measure" --threads 2 --hold-us 20 --gap-us 5 --ms 1500 \
+ELIDE_RUNTIME_DIR="$rundir" LD_PRELOAD="$preload" "$measure" --threads 2 --hold-us 20 --gap-us 5 --count 20000 \
 	>"$tmp/watched.out" 2>&1 &
 watched=$!
 pids+=("$watched")
-poll 30 grep -q '^done' "$tmp/plain.out" && poll 30 grep -q '^done' "$tmp/watched.out" ||
+poll 300 grep -q '^done' "$tmp/plain.out" && poll 300 grep -q '^done' "$tmp/watched.out" ||
 	fail "the workloads did not finish: $(cat "$tmp/plain.out" "$tmp/watched.out")"
 
 row() { "${B[@]}" call $NAME $OBJ $IFACE ListObservedLocks | jq -c --argjson pid "$1" '[.data[0][] | select(.[0] == $pid)]'; }
+# elided reads the observer's map each interval, and names the lock off its
+# loop: the program has stopped working, so once named the row is final.
+observed() { r=$(row "$plain") && jq -e 'length >= 1 and (.[0][5] | test("\\+0x"))' <<<"$r" >/dev/null; }
+poll 120 observed
 r=$(row "$plain")
 [ "$(jq length <<<"$r")" -ge 1 ] && ok "the program without libelide is observed: $r" || fail "not observed: $r"
 waits=$(jq '[.[][7]] | add // 0' <<<"$r"); slept=$(jq '[.[][8]] | add // 0' <<<"$r")
@@ -75,7 +80,8 @@ jq -e --arg exe "$(basename "$measure")" '.[0][5] | startswith($exe + "+0x")' <<
 [ "$(jq length <<<"$(row "$watched")")" = 0 ] && ok "a program under libelide is left to its segment" ||
 	fail "the libelide program is observed too: $(row "$watched")"
 
-c=$("$elidectl" candidates --json | jq -c --argjson pid "$plain" '.[] | select(.pid == $pid)')
+candidate() { c=$("$elidectl" candidates --json | jq -c --argjson pid "$plain" '.[] | select(.pid == $pid)') && [ -n "$c" ]; }
+poll 60 candidate
 jq -e '.source == "bpf" and .verdict == "waits" and .contended > 0 and .wait_ns > 0 and (.action | test("--mode watch"))' \
 	<<<"$c" >/dev/null && ok "elidectl candidates: $c" || fail "elidectl candidates: $c // $("$elidectl" candidates 2>&1)"
 "$elidectl" candidates | grep -q "watch-measure" && ok "the candidates table lists it" ||
@@ -89,6 +95,6 @@ n=$(setpriv --reuid=65534 --regid=65534 --clear-groups "${B[@]}" call $NAME $OBJ
 kill -TERM "$plain" "$watched"
 wait "$plain" "$watched" 2>/dev/null
 gone() { [ "$(row "$1" | jq length)" = 0 ]; }
-poll 5 gone "$plain" && ok "gone with the process" || fail "still listed after exit: $(row "$plain")"
+poll 60 gone "$plain" && ok "gone with the process" || fail "still listed after exit: $(row "$plain")"
 
 tl_finish elided-observe

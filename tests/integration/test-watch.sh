@@ -9,10 +9,14 @@
 # tests/integration/watch-measure runs two threads on one static mutex
 # (hot_lock) with sections of a known length, timing every wait and hold
 # itself; it prints its sums and stays alive until SIGTERM, so the segment
-# can be read.  The comparisons are loose on purpose (a loaded
-# machine moves both measurements, and libelide samples holds 1 in
-# watch_sample): they catch a mechanism that is broken or off by a unit,
-# not a few percent.  bench/RESULTS.md has the measured error.
+# can be read.  Each thread takes the lock a fixed number of times
+# (--count), however long that takes: the number of hold samples follows
+# from the number of acquisitions (1 in watch_sample per thread), never
+# from how fast a loaded machine ran the loop.  The comparisons are loose
+# on purpose (a loaded machine moves both measurements, and libelide
+# samples holds 1 in watch_sample): they catch a mechanism that is broken
+# or off by a unit, not a few percent.  bench/RESULTS.md has the measured
+# error.  Nothing here is timed: waits are bounded polls.
 #
 # On a CPU without RTM the first run needs no ELIDE at all: watching is the
 # default there.  With RTM that run is skipped (it would elide), loudly.
@@ -35,7 +39,7 @@ start() {
 		>"$tmp/$name.out" 2>"$tmp/$name.err" &
 	wpid=$!
 	pids+=("$wpid")
-	poll 30 grep -q '^done' "$tmp/$name.out" || { fail "$name: no 'done' line: $(cat "$tmp/$name.err")"; return 1; }
+	poll 300 grep -q '^done' "$tmp/$name.out" || { fail "$name: no 'done' line: $(cat "$tmp/$name.err")"; return 1; }
 }
 finish() {
 	kill -TERM "$wpid"
@@ -45,12 +49,17 @@ field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" "$tmp/$2.out"; }
 # within LO HI A B: LO <= A/B <= HI
 within() { awk -v lo="$1" -v hi="$2" -v a="$3" -v b="$4" 'BEGIN { exit !(b > 0 && a / b >= lo && a / b <= hi) }'; }
 
+# Acquisitions per thread of each run: 16 samples per thread at the default
+# watch_sample (1024).
+count=16384
+threads=2
 # check_run NAME MODE HOLD_US: the JSON of `show` against the program's own sums.
 check_run() {
-	local name=$1 want_mode=$2 hold_us=$3 j acq wait hold
+	local name=$1 want_mode=$2 hold_us=$3 j acq wait hold hold_max
 	j=$("$elidectl" --runtime-dir "$rundir" show "$wpid" --json) || { fail "$name: show failed"; return; }
 	printf '%s\n' "$j" >"$tmp/$name.json"
 	acq=$(field acquired "$name"); wait=$(field wait_ns "$name"); hold=$(field hold_ns "$name")
+	hold_max=$(field hold_max_ns "$name")
 	[ "$(jq -r .mode <<<"$j")" = "$want_mode" ] && ok "$name: mode $want_mode" ||
 		fail "$name: mode $(jq -r .mode <<<"$j"), expected $want_mode"
 	jq -e '.elision == "off" and (.reason | test("watching contended locks"))' <<<"$j" >/dev/null &&
@@ -70,18 +79,28 @@ check_run() {
 	[ "$c" -gt 0 ] && [ "$c" -le "$acq" ] && ok "$name: $c contended acquisitions of $acq" ||
 		fail "$name: contended $c, program acquired $acq"
 	# libelide times the contended acquisitions from inside the call; the
-	# program times every call from outside: a little more.
-	within 0.3 1.05 "$w" "$wait" && ok "$name: wait $w ns, program measured $wait ns" ||
+	# program times every call from outside: a little more.  A thread's
+	# last waits (since its last sample) may still be in its batch, and on
+	# a loaded machine a few long waits (a preempted holder) can be most of
+	# the total: the lower bound catches a wrong unit, not a few percent.
+	within 0.1 1.2 "$w" "$wait" && ok "$name: wait $w ns, program measured $wait ns" ||
 		fail "$name: wait $w ns, program measured $wait ns"
-	[ "$hs" -ge 8 ] && ok "$name: $hs holds sampled" || fail "$name: $hs holds sampled"
+	# 1 in watch_sample acquisitions per thread is sampled; a sample whose
+	# hold cannot be timed (the countdown ran out on a path that does not
+	# time) is dropped, so half of them, and at least the 8 the advisor
+	# needs (elidectl/advice.c, HOLD_SAMPLES_MIN).
+	local want=$((threads * (count / 1024) / 2))
+	[ "$hs" -ge "$want" ] && ok "$name: $hs holds sampled (at least $want for $acq acquisitions)" ||
+		fail "$name: $hs holds sampled, at least $want expected for $acq acquisitions"
 	mean=$((hn / (hs > 0 ? hs : 1))); pmean=$((hold / (acq > 0 ? acq : 1)))
 	# Every section spins at least $hold_us: the sampled mean cannot be less.
-	# It can be more (a section preempted on a loaded machine), and 1 in
-	# 1024 samples weighs such a section differently from the program's
-	# mean over all of them: the upper bound only catches a wrong unit.
-	within 0.9 100 "$mean" "$((hold_us * 1000))" &&
-		ok "$name: mean hold $mean ns for ${hold_us} us sections (program's mean $pmean ns)" ||
-		fail "$name: mean hold $mean ns for ${hold_us} us sections (program's mean $pmean ns)"
+	# It can be more (a section preempted on a loaded machine), up to the
+	# longest section the program timed (libelide's window is a few calls
+	# wider): the upper bound, from what the program saw, catches a wrong
+	# unit, never a slow machine.
+	within 0.9 1000000 "$mean" "$((hold_us * 1000))" && [ "$mean" -le $((2 * hold_max + 100000)) ] &&
+		ok "$name: mean hold $mean ns for ${hold_us} us sections (program's mean $pmean ns, longest $hold_max ns)" ||
+		fail "$name: mean hold $mean ns for ${hold_us} us sections (program's mean $pmean ns, longest $hold_max ns)"
 	within 0.5 2 "$a" "$acq" && ok "$name: acquisitions estimated $a, program counted $acq" ||
 		fail "$name: acquisitions estimated $a, program counted $acq"
 }
@@ -90,7 +109,7 @@ check_run() {
 if [ "$("$elidectl" hw --json 2>/dev/null | jq -r .rtm_usable)" = true ]; then
 	note "SKIPPED PART: this CPU has RTM, so without ELIDE libelide elides: the default-watch run needs a CPU without RTM"
 else
-	start default "" --threads 2 --hold-us 30 --gap-us 5 --ms 1500 &&
+	start default "" --threads $threads --hold-us 30 --gap-us 5 --count $count &&
 		check_run default adaptive 30
 	# Sections of 30 us, well over the 20 us long mark: too long to elide.
 	v=$("$elidectl" --runtime-dir "$rundir" candidates --json | jq -r --argjson pid "$wpid" \
@@ -102,7 +121,7 @@ fi
 
 # 2. mode=watch (any CPU), with short sections: a candidate.  The daemon
 # path too: GetLocks carries the figures, elidectl shows them.
-start short "mode=watch" --threads 2 --hold-us 2 --gap-us 1 --ms 1500 && check_run short watch 2
+start short "mode=watch" --threads $threads --hold-us 2 --gap-us 1 --count $count && check_run short watch 2
 t=$("$elidectl" --runtime-dir "$rundir" show "$wpid")
 grep -q 'WAIT' <<<"$t" && grep -q 'HOLD' <<<"$t" && ok "short: the table shows WAIT and HOLD" ||
 	fail "short: the table lacks WAIT/HOLD: $t"
@@ -123,9 +142,9 @@ bus_same() {
 	[ -n "$jbus" ] && [ "$jbus" = "$jd" ]
 }
 bus_candidate() { "$elidectl" candidates | grep -q hot_lock; }
-if poll 20 bus_same; then
+if poll 120 bus_same; then
 	ok "short: through elided the same figures: $jbus"
-	poll 10 bus_candidate && ok "short: candidates through elided names hot_lock" ||
+	poll 60 bus_candidate && ok "short: candidates through elided names hot_lock" ||
 		fail "short: candidates through elided: $("$elidectl" candidates 2>&1)"
 else
 	fail "short: through elided '$jbus', from the segment $jd: $("$elidectl" show "$wpid" 2>&1) $(cat "$tmp/elided.log")"

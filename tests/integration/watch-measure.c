@@ -4,15 +4,18 @@
  * measures itself, to check libelide's watch mode against (and for
  * bench/RESULTS.md's error figures).
  *
- *   watch-measure [--threads N] [--hold-us H] [--gap-us G] [--ms MS]
+ *   watch-measure [--threads N] [--hold-us H] [--gap-us G] [--ms MS | --count C]
  *
  * N threads (default 2) take one static mutex (hot_lock) in a loop: each
  * holds it for H microseconds of busy work (default 20), then works G
- * microseconds outside it (default 5), for MS milliseconds (default 1500).
+ * microseconds outside it (default 5), for MS milliseconds (default 1500),
+ * or, with --count, until each thread has taken the lock C times (however
+ * long a loaded machine makes that: what the tests judge is then a number
+ * of acquisitions, never a span of time).
  * Each thread times every lock call (the wait) and every section (the
  * hold) with CLOCK_MONOTONIC.  Then it prints one line,
- *     done acquired=A wait_ns=W hold_ns=H
- * (sums over all threads) and waits for SIGTERM or SIGINT before it exits
+ *     done acquired=A wait_ns=W hold_ns=H hold_max_ns=M
+ * (sums over all threads; M the longest section any thread timed) and waits for SIGTERM or SIGINT before it exits
  * (normally: libelide removes its segment), so that a test can read the
  * segment of a live process.
  *
@@ -36,12 +39,12 @@
 
 static pthread_mutex_t hot_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t guarded;                    /* under hot_lock */
-static unsigned hold_us = 20, gap_us = 5, run_ms = 1500;
+static unsigned hold_us = 20, gap_us = 5, run_ms = 1500, count;
 static atomic_bool stop;
 
 struct worker {
 	pthread_t thread;
-	uint64_t acquired, wait_ns, hold_ns;
+	uint64_t acquired, wait_ns, hold_ns, hold_max_ns;
 };
 
 static uint64_t now_ns(void)
@@ -63,7 +66,7 @@ static void *worker_loop(void *arg)
 {
 	struct worker *w = arg;
 
-	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+	while (count ? w->acquired < count : !atomic_load_explicit(&stop, memory_order_relaxed)) {
 		uint64_t t0 = now_ns(), t1, t2;
 
 		pthread_mutex_lock(&hot_lock);
@@ -74,6 +77,8 @@ static void *worker_loop(void *arg)
 		pthread_mutex_unlock(&hot_lock);
 		w->wait_ns += t1 - t0;
 		w->hold_ns += t2 - t1;
+		if (t2 - t1 > w->hold_max_ns)
+			w->hold_max_ns = t2 - t1;
 		w->acquired++;
 		spin_until(now_ns() + gap_us * 1000ull);
 	}
@@ -102,10 +107,11 @@ int main(int argc, char **argv)
 		{ "hold-us", required_argument, NULL, 'H' },
 		{ "gap-us", required_argument, NULL, 'g' },
 		{ "ms", required_argument, NULL, 'm' },
+		{ "count", required_argument, NULL, 'c' },
 		{},
 	};
 	struct worker workers[MAX_THREADS];
-	uint64_t acquired = 0, wait_ns = 0, hold_ns = 0;
+	uint64_t acquired = 0, wait_ns = 0, hold_ns = 0, hold_max_ns = 0;
 	unsigned nthreads = 2;
 	struct timespec run;
 	sigset_t quit;
@@ -127,6 +133,9 @@ int main(int argc, char **argv)
 		case 'm':
 			r = parse_uint("--ms", optarg, 600000, &run_ms);
 			break;
+		case 'c':
+			r = parse_uint("--count", optarg, 100000000, &count);
+			break;
 		default:
 			return 1;
 		}
@@ -134,7 +143,7 @@ int main(int argc, char **argv)
 			return 1;
 	}
 	if (optind != argc || nthreads == 0) {
-		fprintf(stderr, "usage: watch-measure [--threads N] [--hold-us H] [--gap-us G] [--ms MS]\n");
+		fprintf(stderr, "usage: watch-measure [--threads N] [--hold-us H] [--gap-us G] [--ms MS | --count C]\n");
 		return 1;
 	}
 	/* Every thread inherits the mask: the signal waits for sigwait(). */
@@ -149,24 +158,28 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	run.tv_sec = run_ms / 1000;
-	run.tv_nsec = (long)(run_ms % 1000) * 1000000L;
-	while (nanosleep(&run, &run) < 0 && errno == EINTR)
-		;
-	atomic_store(&stop, true);
+	if (!count) {
+		run.tv_sec = run_ms / 1000;
+		run.tv_nsec = (long)(run_ms % 1000) * 1000000L;
+		while (nanosleep(&run, &run) < 0 && errno == EINTR)
+			;
+		atomic_store(&stop, true);
+	}
 	for (unsigned i = 0; i < nthreads; i++) {
 		pthread_join(workers[i].thread, NULL);
 		acquired += workers[i].acquired;
 		wait_ns += workers[i].wait_ns;
 		hold_ns += workers[i].hold_ns;
+		if (workers[i].hold_max_ns > hold_max_ns)
+			hold_max_ns = workers[i].hold_max_ns;
 	}
 	if (guarded != acquired) {
 		fprintf(stderr, "watch-measure: %llu updates under the lock, %llu acquisitions: the lock failed\n",
 			(unsigned long long)guarded, (unsigned long long)acquired);
 		return 1;
 	}
-	printf("done acquired=%llu wait_ns=%llu hold_ns=%llu\n", (unsigned long long)acquired,
-	       (unsigned long long)wait_ns, (unsigned long long)hold_ns);
+	printf("done acquired=%llu wait_ns=%llu hold_ns=%llu hold_max_ns=%llu\n", (unsigned long long)acquired,
+	       (unsigned long long)wait_ns, (unsigned long long)hold_ns, (unsigned long long)hold_max_ns);
 	fflush(stdout);
 	/* The segment lives as long as the process: let the test read it. */
 	sigwait(&quit, &sig);

@@ -6,8 +6,9 @@
  * (table_lock) until --seconds N pass (default 5) or SIGTERM/SIGINT comes,
  * then exit normally, so libelide removes its segment.  Prints "ready" on
  * stdout once every thread runs.  --delay-ms N waits N ms before starting
- * the threads, as a program's own start-up would (elided's learning test:
- * the locks are first contended after the daemon adopted the process).  The lock names are what the test expects
+ * the threads, as a program's own start-up would; --wait-start waits for
+ * SIGUSR1 instead (elided's learning test: the locks are first contended
+ * once the daemon has adopted the process, however long that took).  The lock names are what the test expects
  * elidectl to find in the symbol tables (.symtab for the static one).
  *
  * Exit status: 0, or 1 when the counters disagree (a lock failed to
@@ -85,9 +86,10 @@ static void *worker_loop(void *arg)
 
 static int usage(const char *prog)
 {
-	fprintf(stderr, "Usage: %s [--seconds N] [--drop-to UID] [--delay-ms N]\n"
+	fprintf(stderr, "Usage: %s [--seconds N] [--drop-to UID] [--delay-ms N] [--wait-start]\n"
 		"  --drop-to UID  become UID (and its group) after start-up, as servers do\n"
-		"  --delay-ms N   wait N ms before the threads start\n", prog);
+		"  --delay-ms N   wait N ms before the threads start\n"
+		"  --wait-start   print \"waiting\" and start the threads at SIGUSR1\n", prog);
 	return 1;
 }
 
@@ -97,6 +99,7 @@ int main(int argc, char **argv)
 		{ "seconds", required_argument, NULL, 's' },
 		{ "drop-to", required_argument, NULL, 'u' },
 		{ "delay-ms", required_argument, NULL, 'd' },
+		{ "wait-start", no_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
@@ -106,10 +109,14 @@ int main(int argc, char **argv)
 	uint64_t hits = 0, writes = 0, slots = 0;
 	long seconds = 5, drop_to = -1, delay_ms = 0;
 	char *end;
+	bool wait_start = false;
 	int c, r;
 
-	while ((c = getopt_long(argc, argv, "s:u:d:h", options, NULL)) >= 0) {
+	while ((c = getopt_long(argc, argv, "s:u:d:wh", options, NULL)) >= 0) {
 		switch (c) {
+		case 'w':
+			wait_start = true;
+			break;
 		case 'u':
 			errno = 0;
 			drop_to = strtol(optarg, &end, 10);
@@ -145,6 +152,17 @@ int main(int argc, char **argv)
 
 		while (nanosleep(&d, &d) < 0 && errno == EINTR)
 			;
+	}
+	if (wait_start) {
+		sigset_t go;
+		int sig;
+
+		sigemptyset(&go);
+		sigaddset(&go, SIGUSR1);
+		sigprocmask(SIG_BLOCK, &go, NULL);
+		printf("waiting\n");
+		fflush(stdout);
+		sigwait(&go, &sig);
 	}
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);

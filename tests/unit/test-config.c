@@ -464,6 +464,162 @@ START_TEST(test_errors)
 	ck_assert_msg(strncmp(err, prefix, strlen(prefix)) == 0, "case %d: \"%s\" does not start with \"%s\"", _i,
 		      err, prefix);
 	ck_assert_msg(strstr(err, c->needle), "case %d: \"%s\" lacks \"%s\"", _i, err, c->needle);
+	/* One mistake, one message: no second error made up from the first. */
+	ck_assert_msg(!strchr(err, '\n'), "case %d: more than one error: \"%s\"", _i, err);
+}
+END_TEST
+
+/* The number of lines of `err`, and its line `n` (from 0) in `buf`. */
+static unsigned err_lines(const char *err)
+{
+	unsigned n = *err ? 1 : 0;
+
+	for (; *err; err++)
+		n += *err == '\n';
+	return n;
+}
+
+static const char *err_line(const char *err, unsigned n, char *buf, size_t size)
+{
+	while (n-- > 0) {
+		err = strchr(err, '\n');
+		ck_assert_ptr_nonnull(err);
+		err++;
+	}
+	snprintf(buf, size, "%.*s", (int)strcspn(err, "\n"), err);
+	return buf;
+}
+
+/* Every error of a file in one load, in order, each FILE:LINE (issue 32). */
+START_TEST(test_multiple_errors)
+{
+	static const struct {
+		unsigned line;
+		const char *needle;
+	} want[] = {
+		{ 2, "interval: 0.01 out of range" },
+		{ 3, "unknown key \"bogus\" in daemon" },
+		{ 6, "invalid mode \"sometimes\"" },
+		{ 7, "contention: 0 out of range" },
+		{ 10, "invalid mode \"fast\"" },
+		{ 11, "needs at least one of" },
+		{ 13, "\"mode\" is required" },
+		{ 14, "needs \"name\" and/or \"function\"" },
+		{ 15, "name: bad glob \"[a\"" },
+		{ 18, "unknown top-level key \"extra\"" },
+	};
+	_cleanup_free_ char *path = NULL;
+	struct elide_config *cfg = SENTINEL;
+	char err[CONFIG_ERR_MAX] = "", line[CONFIG_ERR_LINE_MAX + 64], *prefix;
+
+	path = write_file("many-errors.conf",
+			  "daemon: {\n"                                             /* 1 */
+			  "  interval = 0.01;\n"                                    /* 2 */
+			  "  bogus = 1;\n"                                          /* 3 */
+			  "};\n"                                                    /* 4 */
+			  "default: {\n"                                            /* 5 */
+			  "  mode = \"sometimes\";\n"                               /* 6 */
+			  "  contention = 0;\n"                                     /* 7 */
+			  "};\n"                                                    /* 8 */
+			  "program = (\n"                                           /* 9 */
+			  "  { exe = \"/usr/bin/a\"; mode = \"fast\"; },\n"          /* 10 */
+			  "  { mode = \"on\"; },\n"                                 /* 11 */
+			  "  { comm = \"ok\"; lock = (\n"                           /* 12 */
+			  "      { name = \"a\"; },\n"                              /* 13 */
+			  "      { mode = \"on\"; },\n"                             /* 14 */
+			  "      { name = \"[a\"; mode = \"off\"; } ); },\n"        /* 15 */
+			  "  { comm = \"fine\"; mode = \"watch\"; }\n"              /* 16 */
+			  ");\n"                                                    /* 17 */
+			  "extra = 1;\n");                                          /* 18 */
+
+	ck_assert_int_eq(config_load(path, NULL, &cfg, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_eq(cfg, SENTINEL);
+	ck_assert_msg(err_lines(err) == sizeof(want) / sizeof(want[0]), "%u errors, expected %zu: %s", err_lines(err),
+		      sizeof(want) / sizeof(want[0]), err);
+	for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		err_line(err, i, line, sizeof(line));
+		ck_assert_int_ge(asprintf(&prefix, "%s:%u: ", path, want[i].line), 0);
+		ck_assert_msg(strncmp(line, prefix, strlen(prefix)) == 0, "error %u: \"%s\" does not start with \"%s\"",
+			      i, line, prefix);
+		ck_assert_msg(strstr(line, want[i].needle), "error %u: \"%s\" lacks \"%s\"", i, line, want[i].needle);
+		free(prefix);
+	}
+}
+END_TEST
+
+/* At most CONFIG_MAX_ERRORS in full, then how many more. */
+START_TEST(test_error_cap)
+{
+	_cleanup_free_ char *path = NULL, *text = NULL, *prefix = NULL;
+	struct elide_config *cfg = SENTINEL;
+	char err[CONFIG_ERR_MAX] = "", line[CONFIG_ERR_LINE_MAX + 64];
+	size_t len = 0;
+	FILE *f;
+
+	f = open_memstream(&text, &len);
+	ck_assert_ptr_nonnull(f);
+	fputs("program = (\n", f);
+	for (int i = 0; i < CONFIG_MAX_ERRORS + 7; i++)
+		fprintf(f, "  { comm = \"c%d\"; mode = \"bad%d\"; },\n", i, i);
+	fputs("  { comm = \"last\"; }\n);\n", f);
+	ck_assert_int_eq(fclose(f), 0);
+	path = write_file("capped.conf", text);
+
+	ck_assert_int_eq(config_load(path, NULL, &cfg, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_eq(cfg, SENTINEL);
+	ck_assert_uint_eq(err_lines(err), CONFIG_MAX_ERRORS + 1);
+	ck_assert_int_ge(asprintf(&prefix, "%s:%d: mode: invalid mode \"bad%d\"", path, CONFIG_MAX_ERRORS + 1,
+				  CONFIG_MAX_ERRORS - 1), 0);
+	err_line(err, CONFIG_MAX_ERRORS - 1, line, sizeof(line));
+	ck_assert_msg(strncmp(line, prefix, strlen(prefix)) == 0, "\"%s\" vs \"%s\"", line, prefix);
+	ck_assert_str_eq(err_line(err, CONFIG_MAX_ERRORS, line, sizeof(line)), "7 more errors");
+}
+END_TEST
+
+/* A bad main file does not hide a bad drop-in, nor one drop-in another. */
+START_TEST(test_errors_across_files)
+{
+	_cleanup_free_ char *main_path = NULL, *dir = NULL, *a = NULL, *b = NULL, *p0 = NULL, *p1 = NULL, *p2 = NULL;
+	struct elide_config *cfg = SENTINEL;
+	char err[CONFIG_ERR_MAX] = "", line[CONFIG_ERR_LINE_MAX + 64];
+
+	main_path = write_file("xmain.conf", "daemon: { interval = -1.0; };\n");
+	dir = make_dir("xmain.d");
+	a = write_file("xmain.d/10-a.conf", "\ndefault: { mode = \"never\"; };\n");
+	b = write_file("xmain.d/20-b.conf", "daemon: { interval = ; };\n");
+	ck_assert_int_ge(asprintf(&p0, "%s:1: interval:", main_path), 0);
+	ck_assert_int_ge(asprintf(&p1, "%s:2: mode: invalid mode \"never\"", a), 0);
+	ck_assert_int_ge(asprintf(&p2, "%s:1: syntax error", b), 0);
+
+	ck_assert_int_eq(config_load(main_path, dir, &cfg, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_eq(cfg, SENTINEL);
+	ck_assert_msg(err_lines(err) == 3, "%s", err);
+	ck_assert_msg(strncmp(err_line(err, 0, line, sizeof(line)), p0, strlen(p0)) == 0, "%s", err);
+	ck_assert_msg(strncmp(err_line(err, 1, line, sizeof(line)), p1, strlen(p1)) == 0, "%s", err);
+	ck_assert_msg(strncmp(err_line(err, 2, line, sizeof(line)), p2, strlen(p2)) == 0, "%s", err);
+}
+END_TEST
+
+/* The message of an invalid mode names every mode accepted, watch too. */
+START_TEST(test_mode_message_lists_watch)
+{
+	_cleanup_free_ char *path = NULL, *prefix = NULL;
+	struct elide_config *cfg = SENTINEL;
+	char err[CONFIG_ERR_MAX] = "";
+
+	path = write_file("badmode.conf", "program = (\n  { comm = \"x\";\n    lock = ( { name = \"a\"; mode = \"maybe\"; } ); }\n);\n");
+	ck_assert_int_ge(asprintf(&prefix, "%s:3: mode: invalid mode \"maybe\" (expected \"adaptive\", \"on\", \"off\" or \"watch\")",
+				  path), 0);
+	ck_assert_int_eq(config_load(path, NULL, &cfg, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, prefix);
+	/* ... and watch is accepted where the message says so. */
+	free(path);
+	path = write_file("watchmode.conf",
+			  "default: { mode = \"watch\"; };\nprogram = ( { comm = \"x\"; mode = \"watch\"; "
+			  "lock = ( { name = \"a\"; mode = \"watch\"; } ); } );\n");
+	cfg = load_ok(path, NULL);
+	ck_assert_int_eq(cfg->default_mode, POLICY_MODE_WATCH);
+	config_free(cfg);
 }
 END_TEST
 
@@ -769,6 +925,10 @@ int main(void)
 	tcase_add_test(tc, test_vendor_dirs);
 	tcase_add_loop_test(tc, test_errors, 0, sizeof(bad_cases) / sizeof(bad_cases[0]));
 	tcase_add_test(tc, test_error_in_dropin);
+	tcase_add_test(tc, test_multiple_errors);
+	tcase_add_test(tc, test_error_cap);
+	tcase_add_test(tc, test_errors_across_files);
+	tcase_add_test(tc, test_mode_message_lists_watch);
 	tcase_add_test(tc, test_include);
 	tcase_add_test(tc, test_include_not_a_file);
 	tcase_add_test(tc, test_unreadable);
