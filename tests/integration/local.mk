@@ -248,3 +248,10 @@ TESTS += tests/integration/test-elided-bus.sh
 EXTRA_DIST += tests/integration/test-elided-bus.sh
 TESTS += tests/integration/test-elided-lognames.sh
 EXTRA_DIST += tests/integration/test-elided-lognames.sh
+
+# Issue 31 item 3: learned hints follow a process's owner (a setuid exec, a
+# process that drops privileges without one).
+check_PROGRAMS += tests/integration/drop-later
+tests_integration_drop_later_SOURCES = tests/integration/drop-later.c
+TESTS += tests/integration/test-elided-learned-owner.sh
+EXTRA_DIST += tests/integration/test-elided-learned-owner.sh
