@@ -78,7 +78,7 @@ size=$((0x${range#*-} - 0x${range%-*}))
 # ---- the store: elided/learned.c's format --------------------------------------------
 # pct STRING: percent-encoded as the store writes identities.
 pct() {
-	local LC_ALL=C s=$1 out= c n i
+	local LC_ALL=C s=$1 out='' c n i
 	for ((i = 0; i < ${#s}; i++)); do
 		c=${s:i:1}
 		printf -v n %d "'$c"
@@ -123,7 +123,7 @@ grep -q "learned policy: 5 entries from $state/learned" "$log" && ok "elided loa
 
 # seg PID: PID's newest segment file (an image that could not replace the
 # file of the image before it publishes NAME-GEN.seg, see segment-format.h).
-seg() { ls -t "$rundir" | grep -m1 "^$1-[0-9]*\(-[0-9]*\)\?\.seg$"; }
+seg() { printf '%s\n' "$rundir/$1"-*.seg | awk -F/ '{ print $NF }' | sort -t- -k3n | tail -n 1; }
 # dump PID: what elided wrote into PID's segment (seg-forge --dump).
 dump() { "$forge" --dir "$rundir" --pid "$1" --name "$(seg "$1")" --dump 2>&1; }
 hints() { dump "$1" | awk '$1 == "hint" { print $2, $3 }' | sort | tr '\n' ' ' | sed 's/ $//'; }
