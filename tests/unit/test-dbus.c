@@ -1384,7 +1384,7 @@ START_TEST(test_connections_in_turn)
 	_cleanup_(sd_bus_flush_close_unrefp) sd_bus *a = NULL, *b = NULL;
 	struct tally ta = { 0 }, tb = { 0 };
 	const int n = (int)ELIDED_MAX_CALLS_PER_UID;
-	uint64_t deadline = (now_ns() / 1000) + 10 * 1000000u;
+	uint64_t deadline = now_ns() / 1000 + 10 * 1000000u;
 
 	ck_assert_int_eq(sd_bus_open_system(&a), 0);
 	ck_assert_int_eq(sd_bus_open_system(&b), 0);
@@ -1401,17 +1401,21 @@ START_TEST(test_connections_in_turn)
 						  "GetStatus", on_tally, &tb, NULL),
 			 0);
 	routed(b);
-	/* All of them read and queued before any runs, as elided's loop does. */
-	elided_bus_drain(&d);
-	server_start();
-	while ((ta.ok + ta.limits + ta.other < n || tb.ok + tb.limits + tb.other < 1) && (now_ns() / 1000) < deadline) {
+	/* Here, the server's loop as elided's main loop runs it: what the bus
+	 * has is read (and queued) before any call runs, and the calls held
+	 * back while replies wait for the socket are let go again there. */
+	while ((ta.ok + ta.limits + ta.other < n || tb.ok + tb.limits + tb.other < 1) && now_ns() / 1000 < deadline) {
+		struct timespec nap = { 0, 1000000 };
+
+		elided_bus_drain(&d);
+		while (sd_event_run(d.event, 0) > 0)
+			;
 		while (sd_bus_process(a, NULL) > 0)
 			;
 		while (sd_bus_process(b, NULL) > 0)
 			;
-		sd_bus_wait(a, 10000);
+		nanosleep(&nap, NULL);
 	}
-	server_pause();
 	ck_assert_msg(tb.ok == 1, "the second connection's call: %d ok, %d refused, %d other", tb.ok, tb.limits,
 		      tb.other);
 	/* The backlog: its newest call gave way to the other connection's. */
