@@ -1062,7 +1062,8 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	 * Between the full checks of a watched process, it is looked at as
 	 * often as an unwatched one's (one stat, erring towards root). */
 	bool look_at_owner = p->override != POLICY_MODE_UNSET || p->lock_overrides ||
-			     (!flags && p->exit_watched && nth % ELIDED_PROC_CHECK_EVERY == 0);
+			     (!(flags & SEG_READ_CHECK_PROCESS) && p->exit_watched &&
+			      nth % ELIDED_PROC_CHECK_EVERY == 0);
 
 	if (look_at_owner && check_owner(d, p, false) == -ESRCH)
 		return -ESRCH;
