@@ -179,6 +179,13 @@ static const struct {
  * Every method call waits in a queue of its caller's uid, and the queues
  * are served in turn, one call each (on_work()): a user who pipelines
  * thousands of calls delays another user's by one call, not by all of his.
+ * Inside a uid's queue each connection has its own line, and the uid's
+ * turns go to its connections in turn too: one connection's backlog delays
+ * another connection of the same user by one call.  A uid's queue full
+ * (ELIDED_MAX_CALLS_PER_UID), a call of a connection with fewer calls
+ * waiting than the fullest one takes the place of that one's newest call,
+ * which is refused as if it had come last: so every connection of the
+ * user gets calls in, whatever the others pipeline.
  * A call is queued as soon as sd-bus reads it; its sender's uid is asked of
  * the bus daemon once per connection, asynchronously (a synchronous call
  * would let the whole backlog pile up behind it), and the call waits with
@@ -198,8 +205,8 @@ struct bus_uid {
 	struct bus_uid *turn_next;   /* uids with calls queued, in turn */
 	bool in_turn;
 	uid_t uid;
-	struct bus_call *head, *tail;
-	size_t queued;               /* <= ELIDED_MAX_CALLS_PER_UID */
+	struct bus_peer *ring_head, *ring_tail; /* its connections with calls queued, in turn */
+	size_t queued;               /* <= ELIDED_MAX_CALLS_PER_UID, all its connections' */
 	size_t peers;                /* connections of this uid known to us */
 	size_t subscribers;          /* <= ELIDED_MAX_SUBSCRIBERS_PER_UID (non-root) */
 };
@@ -214,6 +221,10 @@ struct bus_peer {
 	sd_bus_slot *lookup;         /* GetConnectionUnixUser in flight */
 	struct bus_call *parked, *parked_tail;
 	size_t nparked;
+	struct bus_call *head, *tail; /* its calls queued in its uid's queue */
+	size_t nqueued;
+	struct bus_peer *ring_next;  /* the uid's connections with calls queued */
+	bool in_ring;
 	bool subscribed;
 };
 
@@ -1156,6 +1167,47 @@ static struct bus_uid *get_uid(struct bus_state *st, uid_t uid)
 	return u;
 }
 
+/* p, with calls queued, at the end of its uid's line of connections. */
+static void ring_append(struct bus_uid *u, struct bus_peer *p)
+{
+	p->in_ring = true;
+	p->ring_next = NULL;
+	if (u->ring_tail)
+		u->ring_tail->ring_next = p;
+	else
+		u->ring_head = p;
+	u->ring_tail = p;
+}
+
+static void ring_remove(struct bus_uid *u, struct bus_peer *p)
+{
+	struct bus_peer *prev = NULL;
+
+	if (!p->in_ring)
+		return;
+	for (struct bus_peer **pp = &u->ring_head; *pp; prev = *pp, pp = &(*pp)->ring_next)
+		if (*pp == p) {
+			*pp = p->ring_next;
+			if (u->ring_tail == p)
+				u->ring_tail = prev;
+			break;
+		}
+	p->in_ring = false;
+	p->ring_next = NULL;
+}
+
+/* u, with calls queued, at the end of the line of uids. */
+static void turn_append(struct bus_state *st, struct bus_uid *u)
+{
+	u->in_turn = true;
+	u->turn_next = NULL;
+	if (st->turn_tail)
+		st->turn_tail->turn_next = u;
+	else
+		st->turn_head = u;
+	st->turn_tail = u;
+}
+
 /* Frees u once nothing refers to it (its calls went with its peers). */
 static void put_uid(struct bus_state *st, struct bus_uid *u)
 {
@@ -1226,37 +1278,84 @@ static int over_limit(struct elided *d, uid_t uid, sd_bus_error *error)
 				 (unsigned)uid, ELIDED_MAX_CALLS_PER_UID);
 }
 
-/* Queues c behind its uid's earlier calls; refuses it past the cap. */
+/* Refuses c past its uid's limit (over_limit()), and frees it. */
+static void refuse_over_limit(struct elided *d, struct bus_call *c)
+{
+	sd_bus_error error = SD_BUS_ERROR_NULL;
+
+	if (over_limit(d, c->peer->u->uid, &error) < 0)
+		(void)sd_bus_reply_method_error(c->m, &error);
+	sd_bus_error_free(&error);
+	call_free(c);
+}
+
+/*
+ * With p's uid at its limit, the connection of that uid whose newest call
+ * gives way to one of p's: the one with the most calls queued, when it has
+ * at least two more than p (else p has its share already).  NULL: none.
+ * A walk of the uid's connections with calls queued, at most
+ * ELIDED_MAX_CALLS_PER_UID of them, only while the uid is at its limit.
+ */
+static struct bus_peer *displaceable(struct bus_peer *p)
+{
+	struct bus_peer *fullest = NULL;
+
+	for (struct bus_peer *q = p->u->ring_head; q; q = q->ring_next)
+		if (!fullest || q->nqueued > fullest->nqueued)
+			fullest = q;
+	return fullest && fullest != p && fullest->nqueued >= p->nqueued + 2 ? fullest : NULL;
+}
+
+/* Takes q's newest call out of the queue and refuses it. */
+static void displace(struct elided *d, struct bus_peer *q)
+{
+	struct bus_call *c = q->head, *prev = NULL;
+
+	while (c->next) {
+		prev = c;
+		c = c->next;
+	}
+	if (prev)
+		prev->next = NULL;
+	else
+		q->head = NULL;
+	q->tail = prev;
+	q->nqueued--;
+	q->u->queued--;
+	if (!q->head)
+		ring_remove(q->u, q);
+	refuse_over_limit(d, c);
+}
+
+/* Queues c behind its connection's earlier calls; past its uid's limit it
+ * takes the place of the fullest connection's newest call, or is refused. */
 static void queue_call(struct elided *d, struct bus_call *c)
 {
 	struct bus_state *st = d->bus_state;
-	struct bus_uid *u = c->peer->u;
+	struct bus_peer *p = c->peer;
+	struct bus_uid *u = p->u;
 
 	if (u->queued >= ELIDED_MAX_CALLS_PER_UID) {
-		sd_bus_error error = SD_BUS_ERROR_NULL;
+		struct bus_peer *q = displaceable(p);
 
-		if (over_limit(d, u->uid, &error) < 0)
-			(void)sd_bus_reply_method_error(c->m, &error);
-		sd_bus_error_free(&error);
-		call_free(c);
-		return;
+		if (!q) {
+			refuse_over_limit(d, c);
+			return;
+		}
+		displace(d, q);
 	}
 	c->next = NULL;
-	if (u->tail)
-		u->tail->next = c;
+	if (p->tail)
+		p->tail->next = c;
 	else
-		u->head = c;
-	u->tail = c;
+		p->head = c;
+	p->tail = c;
+	p->nqueued++;
 	u->queued++;
-	if (!u->in_turn) {
-		u->in_turn = true;
-		u->turn_next = NULL;
-		if (st->turn_tail)
-			st->turn_tail->turn_next = u;
-		else
-			st->turn_head = u;
-		st->turn_tail = u;
-	}
+	if (!p->in_ring)
+		ring_append(u, p);
+	if (!u->in_turn)
+		turn_append(st, u);
 	arm_work(d);
 }
 
@@ -1300,21 +1399,14 @@ static void peer_free(struct elided *d, struct bus_peer *p)
 	st->nparked -= p->nparked;
 	if (p->u) {
 		struct bus_uid *u = p->u;
-		struct bus_call **cp = &u->head;
 
 		unsubscribe(d, p);
-		u->tail = NULL;
-		while (*cp) {
-			c = *cp;
-			if (c->peer == p) {
-				*cp = c->next;
-				u->queued--;
-				call_free(c);
-				continue;
-			}
-			u->tail = c;
-			cp = &c->next;
+		ring_remove(u, p);
+		for (c = p->head; c; c = next) {
+			next = c->next;
+			call_free(c);
 		}
+		u->queued -= p->nqueued;
 		u->peers--;
 		put_uid(st, u);
 	}
@@ -1394,7 +1486,7 @@ static int enqueue(sd_bus_message *m, struct elided *d, sd_bus_message_handler_t
 	if (!sender || !st)
 		return sd_bus_error_setf(error, SD_BUS_ERROR_NOT_SUPPORTED, "elided answers on the bus only");
 	p = find_peer(st, sender);
-	if (p && p->u && p->u->queued >= ELIDED_MAX_CALLS_PER_UID)
+	if (p && p->u && p->u->queued >= ELIDED_MAX_CALLS_PER_UID && !displaceable(p))
 		return over_limit(d, p->u->uid, error);
 	if (p && !p->u && p->nparked >= ELIDED_MAX_PARKED_PER_PEER)
 		return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED,
@@ -1474,7 +1566,8 @@ static void run_call(struct elided *d, struct bus_call *c)
 	call_free(c);
 }
 
-/* Up to ELIDED_BUS_BATCH calls, one of each uid in turn. */
+/* Up to ELIDED_BUS_BATCH calls, one of each uid in turn, and of each of
+ * a uid's connections in turn. */
 static int on_work(sd_event_source *s, void *userdata)
 {
 	struct elided *d = userdata;
@@ -1482,32 +1575,35 @@ static int on_work(sd_event_source *s, void *userdata)
 
 	for (unsigned n = 0; n < ELIDED_BUS_BATCH && st->turn_head && !congested(d); n++) {
 		struct bus_uid *u = st->turn_head;
-		struct bus_call *c = u->head;
+		struct bus_peer *p = u->ring_head;
+		struct bus_call *c;
 
 		st->turn_head = u->turn_next;
 		if (!st->turn_head)
 			st->turn_tail = NULL;
 		u->in_turn = false;
-		if (!c) {
-			/* Its calls went with their connection (peer_free). */
+		if (!p) {
+			/* Its calls went with their connections (peer_free). */
 			put_uid(st, u);
 			continue;
 		}
-		u->head = c->next;
-		if (!u->head)
-			u->tail = NULL;
+		c = p->head;
+		p->head = c->next;
+		if (!p->head)
+			p->tail = NULL;
+		p->nqueued--;
 		u->queued--;
-		/* Back in line behind the others before it runs: a call
-		 * that frees its own peer's uid finds nothing in turn. */
-		if (u->head) {
-			u->in_turn = true;
-			u->turn_next = NULL;
-			if (st->turn_tail)
-				st->turn_tail->turn_next = u;
-			else
-				st->turn_head = u;
-			st->turn_tail = u;
-		}
+		/* Both back in line behind the others before the call runs:
+		 * a call that frees its own peer or uid finds them in no line. */
+		u->ring_head = p->ring_next;
+		if (!u->ring_head)
+			u->ring_tail = NULL;
+		p->in_ring = false;
+		p->ring_next = NULL;
+		if (p->head)
+			ring_append(u, p);
+		if (u->ring_head)
+			turn_append(st, u);
 		run_call(d, c);
 		put_uid(st, u);
 	}

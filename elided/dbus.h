@@ -27,8 +27,11 @@ struct tracked_process;
  * subscriptions of one non-root uid...
  */
 #define ELIDED_MAX_SUBSCRIBERS_PER_UID 64u
-/* ...calls of one uid (root's too) waiting to run; more are refused with
- * LimitsExceeded until some have run... */
+/* ...calls of one uid (root's too) waiting to run, all its connections
+ * together; more are refused with LimitsExceeded until some have run, but
+ * a connection with at least two calls fewer waiting than the uid's
+ * fullest one takes the place of that one's newest call (refused
+ * instead), and the uid's connections are served in turn... */
 #define ELIDED_MAX_CALLS_PER_UID 128u
 /* ...connections of one uid that elided knows (the bus daemon's own
  * max_connections_per_user is 256)... */

@@ -130,17 +130,25 @@ void elided_learning_close(struct elided *d)
 
 /* ---- identities --------------------------------------------------------- */
 
+/* The path and the file both from /proc/PID/exe now: p->exe is the image's
+ * at its last exec seen, and an owner change found before the new image's
+ * segment (a setuid exec) must not pair the former path with the new file. */
 static int program_identity(const struct tracked_process *p, char **ret)
 {
-	char path[64];
+	char path[64], exe[sizeof(p->exe)];
 	struct stat st;
+	ssize_t n;
 
 	if (!p->exe[0])
 		return -ENOENT;
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)p->pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return n < 0 ? -errno : -ENOENT;
+	exe[n] = '\0';
 	if (stat(path, &st) < 0)
 		return -errno;
-	if (asprintf(ret, "path:%s:ino=%" PRIu64 ":mtime=%" PRId64, p->exe, (uint64_t)st.st_ino,
+	if (asprintf(ret, "path:%s:ino=%" PRIu64 ":mtime=%" PRId64, exe, (uint64_t)st.st_ino,
 		     (int64_t)st.st_mtim.tv_sec) < 0)
 		return -ENOMEM;
 	return 0;

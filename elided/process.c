@@ -998,7 +998,10 @@ static void owner_changed(struct elided *d, struct tracked_process *p, uid_t uid
  * effective uid of a dumpable process and by root otherwise.  It can only
  * err towards root, so every difference is confirmed the fresh way and a
  * change to root (a setuid exec) is always seen at once; a change away
- * from root may wait for the periodic full check or the next D-Bus call.
+ * from root may wait for the periodic full check or the next D-Bus call,
+ * except for a root process holding root's learned hints: its owner is
+ * read the fresh way, for a drop to another user must take root's hints
+ * away (and what its run teaches must be the new owner's) soon.
  * Returns 1 when the owner changed, 0 when not, -ESRCH when p is gone.
  */
 static int check_owner(struct elided *d, struct tracked_process *p, bool fresh)
@@ -1013,7 +1016,7 @@ static int check_owner(struct elided *d, struct tracked_process *p, bool fresh)
 		snprintf(path, sizeof(path), "/proc/%d", (int)p->pid);
 		if (stat(path, &st) < 0)
 			return errno == ENOENT ? -ESRCH : -errno;
-		if (st.st_uid == p->uid)
+		if (st.st_uid == p->uid && !(p->uid == 0 && p->nhints))
 			return 0;
 	}
 	r = seg_proc_uid(NULL, p->pid, &uid);
@@ -1070,7 +1073,8 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	 * Between the full checks of a watched process, it is looked at as
 	 * often as an unwatched one's (one stat, erring towards root). */
 	bool look_at_owner = p->override != POLICY_MODE_UNSET || p->lock_overrides ||
-			     (!flags && p->exit_watched && nth % ELIDED_PROC_CHECK_EVERY == 0);
+			     (!(flags & SEG_READ_CHECK_PROCESS) && p->exit_watched &&
+			      nth % ELIDED_PROC_CHECK_EVERY == 0);
 
 	if (look_at_owner && check_owner(d, p, false) == -ESRCH)
 		return -ESRCH;

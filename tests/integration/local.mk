@@ -285,3 +285,10 @@ TESTS += tests/integration/test-elided-symfault.sh tests/integration/test-elided
 	tests/integration/test-elided-observe-names.sh
 EXTRA_DIST += tests/integration/test-elided-symfault.sh tests/integration/test-elided-symload.sh \
 	tests/integration/test-elided-observe-names.sh
+
+# Issue 31 item 3: learned hints follow a process's owner (a setuid exec, a
+# process that drops privileges without one).
+check_PROGRAMS += tests/integration/drop-later
+tests_integration_drop_later_SOURCES = tests/integration/drop-later.c
+TESTS += tests/integration/test-elided-learned-owner.sh
+EXTRA_DIST += tests/integration/test-elided-learned-owner.sh

@@ -10,6 +10,13 @@
  *   seg-forge --dir D --animate SECS [--active PCT]  (every segment in D)
  *   seg-forge --dir D --pid P --status TEXT   (P's existing segment: a new
  *             status, published as libelide does, no lock entry touched)
+ *   seg-forge --dir D --pid P --dump   (P's existing segment: what elided
+ *             wrote, the control block's hints and each lock's decision)
+ *
+ * --libc-locks OFF[,OFF...]: the first lock entries lie at these offsets
+ * into P's libc (its mapping of file offset 0), so that elided names them
+ * "data:libc.so.6+0xOFF" (the learned store's lock identity).  --dump
+ * prints an address inside P's libc the same way, as "libc+0xOFF".
  *
  * A forged segment is valid for the live process P (start time from
  * /proc/P/stat, owner the caller) unless --corrupt says otherwise.  Its lock
@@ -65,6 +72,10 @@ static double arg_animate = -1;
 static long arg_active = 100; /* --animate: % of each segment's locks that move */
 static long arg_junk = -1;
 static const char *arg_status;
+static bool arg_dump;
+#define MAX_LIBC_LOCKS 16
+static uint64_t arg_libc_locks[MAX_LIBC_LOCKS];
+static unsigned arg_nlibc_locks;
 
 static volatile sig_atomic_t stop;
 
@@ -329,6 +340,24 @@ static void forge_valid(struct forged *f, pid_t pid, uint64_t start_time, uint32
 	f->locks[1].stats[ELIDE_SEG_STAT_ACQUIRED] = rnd() % 1000;
 	for (uint32_t i = 2; i < cap; i++)
 		fill_lock(&f->locks[i], i, &pts);
+	if (arg_nlibc_locks) {
+		char libc[PATH_MAX];
+		uint64_t base = libc_base(pid, libc, sizeof(libc));
+
+		if (!base)
+			die("--libc-locks: process %d maps no libc", (int)pid);
+		if (arg_nlibc_locks > nlocks)
+			die("--libc-locks: %u offsets for %u locks", arg_nlibc_locks, nlocks);
+		for (unsigned k = 0; k < arg_nlibc_locks; k++) {
+			struct elide_seg_lock *e = &f->locks[2 + k];
+
+			e->kind = ELIDE_SEG_KIND_MUTEX;
+			e->state = ELIDE_SEG_STATE_ELIDING;
+			e->reason = ELIDE_SEG_REASON_CONTENDED;
+			e->addr = base + arg_libc_locks[k];
+			snprintf(e->name, sizeof(e->name), "libc_lock_%#" PRIx64, arg_libc_locks[k]);
+		}
+	}
 	f->size = h->total_size;
 }
 
@@ -700,6 +729,101 @@ static void set_status(int dirfd, const char *name, const char *text)
 	close(fd);
 }
 
+/* ---- --dump ------------------------------------------------------------ */
+
+/* "libc+0xOFF" for an address inside the target's libc, else "0xADDR". */
+static const char *where(uint64_t addr, uint64_t base, char *buf, size_t size)
+{
+	if (base && addr >= base && addr - base < (64u << 20))
+		snprintf(buf, size, "libc+%#" PRIx64, addr - base);
+	else
+		snprintf(buf, size, "%#" PRIx64, addr);
+	return buf;
+}
+
+static const char *ctl_name(uint32_t ctl)
+{
+	static const char *const names[] = { "none", "adaptive", "always", "never" };
+
+	return ctl < ARRAY_SIZE(names) ? names[ctl] : "invalid";
+}
+
+static const char *source_name(uint32_t source)
+{
+	static const char *const names[] = { "none", "config", "override", "adaptation", "learned" };
+
+	return source < ARRAY_SIZE(names) ? names[source] : "invalid";
+}
+
+/*
+ * What elided wrote into P's segment: "generation G hints N", a line
+ * "hint VERDICT WHERE" per hint, a line "lock INDEX WHERE CTL SOURCE" per
+ * lock entry.  The control block is copied under its seqlock, as libelide
+ * does; the lock entries' decisions are read one entry at a time.
+ */
+static void dump(int dirfd, const char *name, pid_t pid)
+{
+	struct elide_seg_header h;
+	struct elide_seg_control c;
+	char libc[PATH_MAX], buf[64];
+	uint64_t base = libc_base(pid, libc, sizeof(libc)), g1, g2;
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int tries = 0;
+
+	if (fd < 0)
+		die("cannot open %s: %m", name);
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || memcmp(h.magic, ELIDE_SEG_MAGIC, 8) ||
+	    h.control_offset != ELIDE_SEG_HEADER_SIZE || h.locks_offset != LOCKS_OFFSET ||
+	    h.lock_entry_size != LOCK_SIZE || h.lock_high_water > ELIDE_SEG_MAX_LOCKS)
+		die("%s: not a segment this tool reads", name);
+	do {
+		if (tries++ > 1000)
+			die("%s: the control block never settled", name);
+		if (pread(fd, &g1, sizeof(g1), h.control_offset) != (ssize_t)sizeof(g1) ||
+		    pread(fd, &c, sizeof(c), h.control_offset) != (ssize_t)sizeof(c) ||
+		    pread(fd, &g2, sizeof(g2), h.control_offset) != (ssize_t)sizeof(g2))
+			die("%s: cannot read the control block: %m", name);
+	} while (g1 % 2 || g1 != g2 || c.generation != g1);
+	printf("generation %" PRIu64 " hints %u\n", c.generation, c.nhints);
+	for (uint32_t i = 0; i < c.nhints && i < ELIDE_SEG_MAX_HINTS; i++)
+		printf("hint %s %s\n",
+		       c.hints[i].verdict == ELIDE_SEG_HINT_NEVER ? "never" :
+		       c.hints[i].verdict == ELIDE_SEG_HINT_ELIDES ? "elides" : "invalid",
+		       where(c.hints[i].addr, base, buf, sizeof(buf)));
+	for (uint32_t i = 2; i < h.lock_high_water; i++) {
+		struct elide_seg_lock e;
+
+		if (pread(fd, &e, sizeof(e), LOCKS_OFFSET + (uint64_t)i * LOCK_SIZE) != (ssize_t)sizeof(e))
+			break;
+		if (e.kind == ELIDE_SEG_KIND_FREE || e.kind == ELIDE_SEG_KIND_OVERFLOW)
+			continue;
+		printf("lock %u %s %s %s\n", i, where(e.addr, base, buf, sizeof(buf)), ctl_name(e.ctl_policy),
+		       source_name(e.ctl_source));
+	}
+	close(fd);
+}
+
+/* --libc-locks: a comma-separated list of offsets (0x... or decimal). */
+static void parse_libc_locks(const char *s)
+{
+	char *end;
+
+	for (;;) {
+		unsigned long long v;
+
+		if (arg_nlibc_locks == MAX_LIBC_LOCKS)
+			die("--libc-locks: at most %d offsets", MAX_LIBC_LOCKS);
+		errno = 0;
+		v = strtoull(s, &end, 0);
+		if (errno || end == s || (*end && *end != ',') || v >= (64u << 20))
+			die("invalid --libc-locks '%s'", s);
+		arg_libc_locks[arg_nlibc_locks++] = v;
+		if (!*end)
+			return;
+		s = end + 1;
+	}
+}
+
 /* ---- main ----------------------------------------------------------------- */
 
 static void usage(FILE *out)
@@ -713,6 +837,9 @@ static void usage(FILE *out)
 		"                 (every segment in DIR; 0 = until killed; PCT of each one's locks move)\n"
 		"       seg-forge --dir DIR --pid PID --status TEXT [--name NAME]\n"
 		"                 (the existing segment: elision off for TEXT, publish_ns now)\n"
+		"       seg-forge --dir DIR --pid PID --dump [--name NAME]\n"
+		"                 (the existing segment: hints and lock decisions elided wrote)\n"
+		"       --libc-locks OFF[,OFF...]  the first locks at these offsets into PID's libc\n"
 		"Corruptions:");
 	for (size_t i = 0; i < ARRAY_SIZE(corrupt_kinds); i++)
 		fprintf(out, " %s", corrupt_kinds[i]);
@@ -761,6 +888,8 @@ int main(int argc, char **argv)
 		{ "active", required_argument, NULL, 'A' },
 		{ "junk", required_argument, NULL, 'j' },
 		{ "status", required_argument, NULL, 'S' },
+		{ "dump", no_argument, NULL, 'D' },
+		{ "libc-locks", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
@@ -817,6 +946,12 @@ int main(int argc, char **argv)
 		case 'S':
 			arg_status = optarg;
 			break;
+		case 'D':
+			arg_dump = true;
+			break;
+		case 'L':
+			parse_libc_locks(optarg);
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -857,6 +992,10 @@ int main(int argc, char **argv)
 
 	if (arg_status) {
 		set_status(dirfd, name, arg_status);
+		return 0;
+	}
+	if (arg_dump) {
+		dump(dirfd, name, arg_pid);
 		return 0;
 	}
 	if (arg_symlink) {

@@ -5,8 +5,10 @@
 # (its defaults plus the shipped policy) stays on it and answers everybody
 # whatever one user does, and comes back when the bus daemon restarts:
 #   - nobody floods Subscribe from 50 connections: root's calls meanwhile
-#     are answered, elided is on the bus afterwards, every subscription
-#     went with its connection, a 65th subscription of one uid is refused;
+#     are answered, elided is on the bus afterwards, each of the 50 got
+#     its subscription (fair between one uid's connections), every
+#     subscription went with its connection, a 65th subscription of one
+#     uid is refused;
 #   - nobody pipelines GetStatus on 50 connections: another user's (uid 1)
 #     calls meanwhile are answered;
 #   - the bus daemon is killed and started again on the same socket:
@@ -71,6 +73,11 @@ gone() { grep -c "D-Bus subscriber :[0-9.]* (uid $nobody_uid) disconnected" "$lo
 poll 20 test "$(subscribed)" -eq "$(gone)" && [ "$(subscribed)" -ge 1 ] &&
 	ok "all $(subscribed) subscriptions of the flood went with their connections" ||
 	fail "subscriptions $(subscribed), gone $(gone)"
+# A uid's connections are served in turn, and one with fewer calls waiting
+# takes the place of the fullest's newest: none of the 50 is starved by
+# the others' backlog (each keeps calling for the whole flood).
+[ "$(subscribed)" -eq 50 ] && ok "every one of the 50 flooding connections got its subscription" ||
+	fail "$(subscribed) of the 50 flooding connections got their subscription"
 
 # ---- the per-uid subscription limit -------------------------------------------
 "${as_nobody[@]}" "$flood" flood 70 2 Subscribe 1 >"$tmp/cap.out" 2>&1

@@ -1348,6 +1348,88 @@ START_TEST(test_fresh_owner)
 }
 END_TEST
 
+/* Replies to asynchronous calls, counted by outcome. */
+struct tally {
+	int ok, limits, other;
+};
+
+static int on_tally(sd_bus_message *m, void *userdata, sd_bus_error *ret_error)
+{
+	struct tally *t = userdata;
+	const sd_bus_error *e = sd_bus_message_get_error(m);
+
+	(void)ret_error;
+	if (!e)
+		t->ok++;
+	else if (sd_bus_error_has_name(e, SD_BUS_ERROR_LIMITS_EXCEEDED))
+		t->limits++;
+	else
+		t->other++;
+	return 0;
+}
+
+/* A connection whose calls the bus daemon routed: it handles one
+ * connection's messages in order, so a reply of its own comes after. */
+static void routed(sd_bus *bus)
+{
+	ck_assert_int_ge(sd_bus_flush(bus), 0);
+	ck_assert_int_ge(sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+					    "GetId", NULL, NULL, NULL),
+			 0);
+}
+
+/*
+ * Two connections of one uid: one pipelines as many calls as the uid may
+ * have waiting (the bus daemon's own max_replies_per_connection, 128 by
+ * default, lets no more through), then the other makes one call.  Its
+ * call is not refused: it takes the place of the backlog's newest.
+ */
+START_TEST(test_connections_in_turn)
+{
+	_cleanup_(sd_bus_flush_close_unrefp) sd_bus *a = NULL, *b = NULL;
+	struct tally ta = { 0 }, tb = { 0 };
+	const int n = (int)ELIDED_MAX_CALLS_PER_UID;
+	uint64_t deadline = now_ns() / 1000 + 10 * 1000000u;
+
+	ck_assert_int_eq(sd_bus_open_system(&a), 0);
+	ck_assert_int_eq(sd_bus_open_system(&b), 0);
+	/* Both uids known first: calls waiting for it have a limit of their own. */
+	ck_assert_int_ge(call(a, "GetStatus", NULL, NULL, NULL), 0);
+	ck_assert_int_ge(call(b, "GetStatus", NULL, NULL, NULL), 0);
+	server_pause();
+	for (int i = 0; i < n; i++)
+		ck_assert_int_ge(sd_bus_call_method_async(a, NULL, ELIDED_BUS_NAME, ELIDED_BUS_PATH,
+							  ELIDED_BUS_INTERFACE, "GetStatus", on_tally, &ta, NULL),
+				 0);
+	routed(a);
+	ck_assert_int_ge(sd_bus_call_method_async(b, NULL, ELIDED_BUS_NAME, ELIDED_BUS_PATH, ELIDED_BUS_INTERFACE,
+						  "GetStatus", on_tally, &tb, NULL),
+			 0);
+	routed(b);
+	/* Here, the server's loop as elided's main loop runs it: what the bus
+	 * has is read (and queued) before any call runs, and the calls held
+	 * back while replies wait for the socket are let go again there. */
+	while ((ta.ok + ta.limits + ta.other < n || tb.ok + tb.limits + tb.other < 1) && now_ns() / 1000 < deadline) {
+		struct timespec nap = { 0, 1000000 };
+
+		elided_bus_drain(&d);
+		while (sd_event_run(d.event, 0) > 0)
+			;
+		while (sd_bus_process(a, NULL) > 0)
+			;
+		while (sd_bus_process(b, NULL) > 0)
+			;
+		nanosleep(&nap, NULL);
+	}
+	ck_assert_msg(tb.ok == 1, "the second connection's call: %d ok, %d refused, %d other", tb.ok, tb.limits,
+		      tb.other);
+	/* The backlog: its newest call gave way to the other connection's. */
+	ck_assert_int_eq(ta.other, 0);
+	ck_assert_int_eq(ta.limits, 1);
+	ck_assert_int_eq(ta.ok, n - 1);
+}
+END_TEST
+
 START_TEST(test_reload)
 {
 	char *s = NULL;
@@ -2171,6 +2253,7 @@ static Suite *dbus_suite(void)
 	tcase_add_test(tc, test_lock_names);
 	tcase_add_test(tc, test_overrides);
 	tcase_add_test(tc, test_fresh_owner);
+	tcase_add_test(tc, test_connections_in_turn);
 	tcase_add_test(tc, test_reload);
 	tcase_add_test(tc, test_signals);
 	tcase_add_test(tc, test_decision_signals);
