@@ -77,4 +77,72 @@ static inline void emit_status(const char *name, int status)
 	emit_str(name, got, "exit 0");
 }
 
+/* Another thread holds a lock between hold() and unhold(). */
+enum hold_how {
+	HOLD_MUTEX,
+	HOLD_WRITE,
+	HOLD_READ,
+};
+
+struct holder {
+	enum hold_how how;
+	pthread_mutex_t *m;
+	pthread_rwlock_t *rw;
+	int got, released;
+	pthread_barrier_t held, release;
+	pthread_t t;
+};
+
+/* What each holder thread does first, if anything (conformance.c's
+ * priority-protect warm-up). */
+static void (*holder_thread_start)(void);
+
+static void *holder_fn(void *arg)
+{
+	struct holder *h = arg;
+
+	if (holder_thread_start)
+		holder_thread_start();
+	switch (h->how) {
+	case HOLD_MUTEX:
+		h->got = pthread_mutex_lock(h->m);
+		break;
+	case HOLD_WRITE:
+		h->got = pthread_rwlock_wrlock(h->rw);
+		break;
+	case HOLD_READ:
+		h->got = pthread_rwlock_rdlock(h->rw);
+		break;
+	}
+	/* A system call inside the section: an elided hold becomes a real one. */
+	pthread_barrier_wait(&h->held);
+	pthread_barrier_wait(&h->release);
+	if (h->got == 0)
+		h->released = h->how == HOLD_MUTEX ? pthread_mutex_unlock(h->m) : pthread_rwlock_unlock(h->rw);
+	return NULL;
+}
+
+static inline void hold(struct holder *h, enum hold_how how, pthread_mutex_t *m, pthread_rwlock_t *rw)
+{
+	h->how = how;
+	h->m = m;
+	h->rw = rw;
+	h->got = -1;
+	h->released = -1;
+	check_ret(pthread_barrier_init(&h->held, NULL, 2), 0);
+	check_ret(pthread_barrier_init(&h->release, NULL, 2), 0);
+	h->t = xthread(holder_fn, h);
+	pthread_barrier_wait(&h->held);
+	check_ret(h->got, 0);
+}
+
+static inline void unhold(struct holder *h)
+{
+	pthread_barrier_wait(&h->release);
+	xjoin(h->t);
+	check_ret(h->released, 0);
+	check_ret(pthread_barrier_destroy(&h->held), 0);
+	check_ret(pthread_barrier_destroy(&h->release), 0);
+}
+
 #endif

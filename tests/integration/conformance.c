@@ -255,69 +255,6 @@ static int op_rw_timedwrlock_past(struct call *c)
 	return r;
 }
 
-/* Another thread holds the lock between hold() and unhold(). */
-enum hold_how {
-	HOLD_MUTEX,
-	HOLD_WRITE,
-	HOLD_READ,
-};
-
-struct holder {
-	enum hold_how how;
-	pthread_mutex_t *m;
-	pthread_rwlock_t *rw;
-	int got, released;
-	pthread_barrier_t held, release;
-	pthread_t t;
-};
-
-static void *holder_fn(void *arg)
-{
-	struct holder *h = arg;
-
-	pp_warmup();
-	switch (h->how) {
-	case HOLD_MUTEX:
-		h->got = pthread_mutex_lock(h->m);
-		break;
-	case HOLD_WRITE:
-		h->got = pthread_rwlock_wrlock(h->rw);
-		break;
-	case HOLD_READ:
-		h->got = pthread_rwlock_rdlock(h->rw);
-		break;
-	}
-	/* A system call inside the section: an elided hold becomes a real one. */
-	pthread_barrier_wait(&h->held);
-	pthread_barrier_wait(&h->release);
-	if (h->got == 0)
-		h->released = h->how == HOLD_MUTEX ? pthread_mutex_unlock(h->m) : pthread_rwlock_unlock(h->rw);
-	return NULL;
-}
-
-static void hold(struct holder *h, enum hold_how how, pthread_mutex_t *m, pthread_rwlock_t *rw)
-{
-	h->how = how;
-	h->m = m;
-	h->rw = rw;
-	h->got = -1;
-	h->released = -1;
-	check_ret(pthread_barrier_init(&h->held, NULL, 2), 0);
-	check_ret(pthread_barrier_init(&h->release, NULL, 2), 0);
-	h->t = xthread(holder_fn, h);
-	pthread_barrier_wait(&h->held);
-	check_ret(h->got, 0);
-}
-
-static void unhold(struct holder *h)
-{
-	pthread_barrier_wait(&h->release);
-	xjoin(h->t);
-	check_ret(h->released, 0);
-	check_ret(pthread_barrier_destroy(&h->held), 0);
-	check_ret(pthread_barrier_destroy(&h->release), 0);
-}
-
 /* ---- contention ------------------------------------------------------- */
 
 struct contend {
@@ -1671,6 +1608,7 @@ int main(int argc, char **argv)
 	if (shm == MAP_FAILED)
 		fail("mmap: %m");
 	pp_warmup();
+	holder_thread_start = pp_warmup;
 
 	if (strcmp(part, "locks") == 0)
 		part_locks();
