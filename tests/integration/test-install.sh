@@ -175,7 +175,10 @@ if command -v groff >/dev/null; then
 		for target in $(sed -n 's/^\.so[ 	][ 	]*//p' "$page"); do
 			[ -f "$dest$mandir/$target" ] || fail "${page##*/}: .so target $target is not installed"
 		done
-		out=$(LC_ALL=C.UTF-8 groff -man -ww -z -I "$dest$mandir" "$page" 2>&1)
+		# From the manual's root, as man(1) runs it: troff finds .so
+		# targets there.  Not -I: groff 1.23's -I also runs grn, which
+		# groff-base lacks.
+		out=$(cd "$dest$mandir" && LC_ALL=C.UTF-8 groff -man -ww -z "$page" 2>&1)
 		rc=$?
 		[ $rc -eq 0 ] && [ -z "$out" ] || fail "groff lint of installed ${page##*/} (exit status $rc): $out"
 	done
