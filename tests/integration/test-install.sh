@@ -154,6 +154,9 @@ else
 fi
 
 if command -v systemd-tmpfiles >/dev/null; then
+	# The root must exist: systemd 262 fails otherwise ("Failed to
+	# initialize label context for root ...: No such file or directory").
+	mkdir -p "$tmp/root"
 	for f in $tmpfiles_DATA; do
 		if systemd-tmpfiles --root="$tmp/root" --create "$dest$tmpfilesdir/${f##*/}" 2>"$tmp/err" &&
 			[ "$(stat -c '%a %U' "$tmp/root/run/elide" 2>/dev/null)" = "1777 root" ]; then
