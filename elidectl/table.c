@@ -367,37 +367,89 @@ size_t table_rows(const struct table *t)
 }
 
 /*
- * libsmartcols cuts what does not fit without a mark: let it size the
- * columns once (printing to a string), then ellipsise every cell that is
- * wider than its column, so the real print cuts nothing.
+ * The layout is elidectl's own, not libsmartcols' (whose sizing changed in
+ * util-linux 2.41: without headings it no longer counts the headers, and it
+ * shrinks columns differently), so a table reads the same on every
+ * distribution.  It is the one util-linux 2.38 computed: a column is as
+ * wide as its widest cell or its header; when the table is wider than the
+ * terminal, shrinkable columns lose one cell at a time, in order, first
+ * those wider than their share of the terminal, then all of them, never
+ * below their header's width.  Cells wider than their column are then
+ * ellipsised, so nothing is cut without a mark.
  */
-static int ellipsize_cells(struct table *t)
+static void layout(struct table *t, size_t termwidth, size_t order[], size_t widths[], size_t *ncols)
 {
-	char *dry = NULL, buf[TABLE_CELL_MAX];
-	int r;
+	size_t n = 0, total = 0, mins[TABLE_MAX_COLUMNS];
 
-	r = scols_print_table_to_string(t->tb, &dry);
-	free(dry);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < t->ndefs; i++) {
-		struct libscols_column *c = t->shown[i];
-		size_t width;
+	/* The columns in the order they are shown. */
+	for (size_t k = 0; k < scols_table_get_ncols(t->tb); k++) {
+		struct libscols_column *c = scols_table_get_column(t->tb, k);
 
-		if (!c || !(t->defs[i].flags & TABLE_SHRINKS))
+		for (size_t i = 0; i < t->ndefs; i++)
+			if (t->shown[i] == c) {
+				order[n++] = i;
+				break;
+			}
+	}
+	for (size_t k = 0; k < n; k++) {
+		struct libscols_column *c = t->shown[order[k]];
+		size_t w = text_width(t->defs[order[k]].name);
+
+		mins[k] = w > 0 ? w : 1;
+		w = mins[k];
+		for (size_t row = 0; row < t->rows; row++) {
+			struct libscols_line *ln = scols_table_get_line(t->tb, row);
+			struct libscols_cell *cell = ln ? scols_line_get_column_cell(ln, c) : NULL;
+			const char *data = cell ? scols_cell_get_data(cell) : NULL;
+			size_t cw = data ? text_width(data) : 0;
+
+			if (cw > w)
+				w = cw;
+		}
+		widths[k] = w;
+		total += w + (k + 1 < n ? 1 : 0);
+	}
+	*ncols = n;
+	for (int stage = 1; termwidth > 0 && total > termwidth && stage <= 2;) {
+		size_t before = total;
+
+		for (size_t k = 0; k < n && total > termwidth; k++) {
+			const struct table_column *d = &t->defs[order[k]];
+
+			if (!(d->flags & TABLE_SHRINKS) || widths[k] == mins[k])
+				continue;
+			if (stage == 1 && (!(d->share > 0 && d->share < 1) ||
+					   widths[k] < (size_t)(d->share * (double)termwidth)))
+				continue;
+			widths[k]--;
+			total--;
+		}
+		if (total == before)
+			stage++;
+	}
+}
+
+static int ellipsize_cells(struct table *t, const size_t order[], const size_t widths[], size_t n)
+{
+	char buf[TABLE_CELL_MAX];
+
+	for (size_t k = 0; k < n; k++) {
+		const struct table_column *d = &t->defs[order[k]];
+		struct libscols_column *c = t->shown[order[k]];
+
+		if (!(d->flags & TABLE_SHRINKS))
 			continue;
-		width = scols_column_get_width(c);
 		for (size_t row = 0; row < t->rows; row++) {
 			struct libscols_line *ln = scols_table_get_line(t->tb, row);
 			struct libscols_cell *cell = ln ? scols_line_get_column_cell(ln, c) : NULL;
 			const char *data = cell ? scols_cell_get_data(cell) : NULL;
 
-			if (!data || text_width(data) <= width)
+			if (!data || text_width(data) <= widths[k])
 				continue;
-			if (t->defs[i].flags & TABLE_CUT_START)
-				snprintf(buf, sizeof(buf), "%s", text_tail(data, width));
+			if (d->flags & TABLE_CUT_START)
+				snprintf(buf, sizeof(buf), "%s", text_tail(data, widths[k]));
 			else
-				ellipsize(data, width, t->defs[i].flags & TABLE_SHRINK_MIDDLE, buf, sizeof(buf));
+				ellipsize(data, widths[k], d->flags & TABLE_SHRINK_MIDDLE, buf, sizeof(buf));
 			if (scols_line_set_column_data(ln, c, buf) < 0)
 				return -ENOMEM;
 		}
@@ -405,24 +457,42 @@ static int ellipsize_cells(struct table *t)
 	return 0;
 }
 
+/* One cell as libsmartcols 2.38 printed it: the colour around the padding
+ * too, the last column not filled unless right-aligned. */
+static void print_cell(FILE *f, const char *data, const char *color, size_t width, bool right, bool last)
+{
+	size_t len = text_width(data);
+
+	if (last && len < width && !right)
+		width = len;
+	if (color)
+		fputs(color, f);
+	for (size_t i = len; right && *data && i < width; i++)
+		fputc(' ', f);
+	if (right && *data)
+		len = width;
+	fputs(data, f);
+	for (size_t i = len; !last && i < width; i++)
+		fputc(' ', f);
+	if (color)
+		fputs("\033[0m", f);
+	if (!last)
+		fputc(' ', f);
+}
+
 int table_print(struct table *t, FILE *f, bool legend)
 {
-	size_t width = terminal_width();
+	size_t width = terminal_width(), order[TABLE_MAX_COLUMNS], widths[TABLE_MAX_COLUMNS], n;
+	bool colors = terminal_colors();
 	int r;
 
 	/* A row left half-filled gets empty cells. */
 	while (t->line && t->next != 0)
 		if ((r = table_add_cell(t, "")) < 0)
 			return r;
-	scols_table_enable_noheadings(t->tb, !legend);
-	scols_table_enable_colors(t->tb, terminal_colors());
-	if (width > 0) {
-		scols_table_set_termforce(t->tb, SCOLS_TERMFORCE_ALWAYS);
-		scols_table_set_termwidth(t->tb, width);
-	} else
-		scols_table_set_termforce(t->tb, SCOLS_TERMFORCE_NEVER);
+	layout(t, width, order, widths, &n);
 	if (width > 0 && t->rows > 0) {
-		r = ellipsize_cells(t);
+		r = ellipsize_cells(t, order, widths, n);
 		if (r < 0)
 			return r;
 	}
@@ -438,9 +508,22 @@ int table_print(struct table *t, FILE *f, bool legend)
 			fputc('\n', f);
 		return ferror(f) ? -EIO : 0;
 	}
-	scols_table_set_stream(t->tb, f);
-	r = scols_print_table(t->tb);
-	if (r < 0)
-		return r;
+	for (size_t k = 0; legend && k < n; k++)
+		print_cell(f, t->defs[order[k]].name, NULL, widths[k], t->defs[order[k]].flags & TABLE_RIGHT,
+			   k + 1 == n);
+	if (legend)
+		fputc('\n', f);
+	for (size_t row = 0; row < t->rows; row++) {
+		struct libscols_line *ln = scols_table_get_line(t->tb, row);
+
+		for (size_t k = 0; ln && k < n; k++) {
+			struct libscols_cell *cell = scols_line_get_column_cell(ln, t->shown[order[k]]);
+			const char *data = cell ? scols_cell_get_data(cell) : NULL;
+
+			print_cell(f, data ? data : "", colors && cell ? scols_cell_get_color(cell) : NULL, widths[k],
+				   t->defs[order[k]].flags & TABLE_RIGHT, k + 1 == n);
+		}
+		fputc('\n', f);
+	}
 	return ferror(f) ? -EIO : 0;
 }

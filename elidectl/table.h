@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Column tables for elidectl's human output, printed by libsmartcols: a
- * verb declares its columns (the defaults and those -o/--output may add),
- * adds cells row by row in that order, and the table shows the columns
- * asked for, fitted to the terminal (terminal.h): columns that may shrink
- * are ellipsised ("…"), numbers never are; --full keeps every cell whole.
+ * Column tables for elidectl's human output, kept in libsmartcols, laid
+ * out and printed by elidectl itself (the same on every util-linux
+ * version): a verb declares its columns (the defaults and those
+ * -o/--output may add), adds cells row by row in that order, and the table
+ * shows the columns asked for, fitted to the terminal (terminal.h):
+ * columns that may shrink are ellipsised ("…"), numbers never are; --full
+ * keeps every cell whole.
  * Numbers are humanised (1.2k, 3.4M).
  *
  * Every cell is sanitised on the way in: text comes from segments that any

@@ -7,7 +7,7 @@
 if [ -z "$top_srcdir" ]; then
 	top_srcdir=$(cd "$(dirname "$0")/.." && pwd) || exit 1
 fi
-mandir=$top_srcdir/man
+mandir=$(cd "$top_srcdir/man" 2>/dev/null && pwd) || mandir=$top_srcdir/man
 
 if ! command -v groff >/dev/null 2>&1; then
 	echo "SKIP: groff is not installed" >&2
@@ -20,7 +20,9 @@ fi
 
 # .so requests name their target relative to the root of the installed
 # manual (man3/elide.h.3); in the source tree every page lies in man/.
-# Give groff a search folder whose manN subfolders all point there.
+# groff runs in a folder whose manN subfolders all point there, as man(1)
+# runs it in the manual's root: troff resolves .so from the current folder.
+# (Not with -I: groff 1.23's -I also runs grn, which groff-base lacks.)
 sodir=$(mktemp -d "${TMPDIR:-/tmp}/test-man-lint.XXXXXX") || exit 1
 trap 'rm -rf "$sodir"' EXIT
 trap 'exit 1' HUP INT TERM
@@ -47,7 +49,7 @@ for page in "$mandir"/*.[1-8]; do
 		fi
 	done
 
-	output=$(groff -man -ww -z -I "$sodir" "$page" 2>&1)
+	output=$(cd "$sodir" && groff -man -ww -z "$page" 2>&1)
 	rc=$?
 	if [ $rc -ne 0 ] || [ -n "$output" ]; then
 		echo "FAIL: $name (groff exit status $rc):" >&2

@@ -48,7 +48,7 @@ noseg_row() { noseg_list | jq -c --argjson pid "$1" '.data[0][] | select(.[0] ==
 noseg_listed() { [ -n "$(noseg_row "$1")" ]; }
 # Not listed by an answer that lists (a failed call is not an absence).
 noseg_not_listed() { local l; l=$(noseg_list) && ! jq -e --argjson pid "$1" '.data[0][] | select(.[0] == $pid)' <<<"$l" >/dev/null; }
-pidfds() { ls -l "/proc/$daemon/fd" 2>/dev/null | grep -c 'anon_inode:\[pidfd\]'; }
+pidfds() { pidfds_of "$daemon"; }
 logged() { grep -q -- "$1" "$tmp/elided.log"; }
 
 # A cheap process with libelide: sleep has no locks, but a segment.

@@ -52,7 +52,7 @@ start_sleeper() {
 listed() { "${B[@]}" call $NAME $OBJ $IFACE ListProcesses | jq -e --argjson pid "$1" '.data[0][] | select(.[0] == $pid)'; }
 not_listed() { ! listed "$1"; }
 prop_is() { [ "$(prop "$1")" = "$2" ]; }
-pidfds() { ls -l "/proc/$daemon/fd" 2>/dev/null | grep -c 'anon_inode:\[pidfd\]'; }
+pidfds() { pidfds_of "$daemon"; }
 pidfds_at_least() { [ "$(pidfds)" -ge "$1" ]; }
 logged() { grep -q -- "$1" "$tmp/elided.log"; }
 

@@ -154,6 +154,9 @@ else
 fi
 
 if command -v systemd-tmpfiles >/dev/null; then
+	# The root must exist: systemd 262 fails otherwise ("Failed to
+	# initialize label context for root ...: No such file or directory").
+	mkdir -p "$tmp/root"
 	for f in $tmpfiles_DATA; do
 		if systemd-tmpfiles --root="$tmp/root" --create "$dest$tmpfilesdir/${f##*/}" 2>"$tmp/err" &&
 			[ "$(stat -c '%a %U' "$tmp/root/run/elide" 2>/dev/null)" = "1777 root" ]; then
@@ -175,7 +178,10 @@ if command -v groff >/dev/null; then
 		for target in $(sed -n 's/^\.so[ 	][ 	]*//p' "$page"); do
 			[ -f "$dest$mandir/$target" ] || fail "${page##*/}: .so target $target is not installed"
 		done
-		out=$(LC_ALL=C.UTF-8 groff -man -ww -z -I "$dest$mandir" "$page" 2>&1)
+		# From the manual's root, as man(1) runs it: troff finds .so
+		# targets there.  Not -I: groff 1.23's -I also runs grn, which
+		# groff-base lacks.
+		out=$(cd "$dest$mandir" && LC_ALL=C.UTF-8 groff -man -ww -z "$page" 2>&1)
 		rc=$?
 		[ $rc -eq 0 ] && [ -z "$out" ] || fail "groff lint of installed ${page##*/} (exit status $rc): $out"
 	done

@@ -154,6 +154,20 @@ run_bus_daemon() {
 	chmod 777 "$tmp/bus.socket" 2>/dev/null
 }
 
+# How many pidfds process $1 holds, less those for the bus daemon ($bus):
+# sd-bus of systemd 254 and later keeps one for its peer (SO_PEERPIDFD).
+pidfds_of() {
+	local n=0 fd
+	for fd in "/proc/$1/fd/"*; do
+		[ "$(readlink "$fd" 2>/dev/null)" = "anon_inode:[pidfd]" ] || continue
+		if [ -n "${bus:-}" ] && grep -Eq "^Pid:[[:space:]]*$bus\$" "/proc/$1/fdinfo/${fd##*/}" 2>/dev/null; then
+			continue
+		fi
+		n=$((n + 1))
+	done
+	echo "$n"
+}
+
 # Programs another user runs (setpriv --reuid) must not be run from the
 # build tree: a clone under a 0700 directory (mktemp -d, /root, a home)
 # hides it ("Permission denied").  A copy in $tmp (0755, under /tmp) is
