@@ -8,6 +8,10 @@
  *       METHOD (no arguments: Subscribe, GetStatus, ListProcesses, ...) to
  *       elided in flight for SECONDS; prints "calls N replies N errors N"
  *       and the first error's name.
+ *   bus-flood once CONNECTIONS METHOD
+ *       CONNECTIONS connections, one call of METHOD each, all open at once;
+ *       waits for every answer (however long a loaded machine takes) and
+ *       prints as flood does.
  *   bus-flood seq COUNT elided|bus
  *       COUNT sequential calls on one connection, to elided's GetStatus or
  *       to the bus daemon's own Ping; prints the seconds they took.
@@ -33,6 +37,7 @@ static const char *method;
 static unsigned long calls, replies, errors;
 static char first_error[256];
 static bool stopping;
+static bool once; /* one call per connection, until every one is answered */
 
 static double now_s(void)
 {
@@ -57,6 +62,11 @@ static int on_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_error)
 				 e->message ? e->message : "");
 	} else {
 		replies++;
+	}
+	if (once) {
+		if (replies + errors == calls)
+			return sd_event_exit(sd_bus_get_event(bus), 0);
+		return 0;
 	}
 	/* Keep the window full until the end. */
 	if (!stopping)
@@ -105,8 +115,10 @@ static int flood(long nconn, long seconds, long window)
 		for (long k = 0; k < window; k++)
 			send_one(buses[i]);
 	}
-	sd_event_now(e, CLOCK_MONOTONIC, &now);
-	sd_event_add_time(e, NULL, CLOCK_MONOTONIC, now + (uint64_t)seconds * 1000000u, 0, on_end, NULL);
+	if (!once) {
+		sd_event_now(e, CLOCK_MONOTONIC, &now);
+		sd_event_add_time(e, NULL, CLOCK_MONOTONIC, now + (uint64_t)seconds * 1000000u, 0, on_end, NULL);
+	}
 	sd_event_loop(e);
 	printf("calls %lu replies %lu errors %lu%s%s\n", calls, replies, errors, first_error[0] ? " first " : "",
 	       first_error);
@@ -192,11 +204,18 @@ int main(int argc, char **argv)
 		return flood(strtol(argv[2], NULL, 10), strtol(argv[3], NULL, 10),
 			     argc > 5 ? strtol(argv[5], NULL, 10) : 64);
 	}
+	if (argc == 4 && !strcmp(argv[1], "once")) {
+		/* 90 s: only the calls' timeout, far beyond any answer. */
+		method = argv[3];
+		once = true;
+		return flood(strtol(argv[2], NULL, 10), 90, 1);
+	}
 	if (argc == 4 && !strcmp(argv[1], "seq"))
 		return sequential(strtol(argv[2], NULL, 10), !strcmp(argv[3], "elided"));
 	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "probe"))
 		return probe(strtol(argv[2], NULL, 10), strtol(argv[3], NULL, 10), argc == 4 || strcmp(argv[4], "bus"));
 	fprintf(stderr, "usage: bus-flood flood CONNECTIONS SECONDS METHOD [WINDOW]\n"
+			"       bus-flood once CONNECTIONS METHOD\n"
 			"       bus-flood seq COUNT elided|bus\n"
 			"       bus-flood probe COUNT PAUSE_MS [elided|bus]\n");
 	return 2;

@@ -80,7 +80,9 @@ poll 20 test "$(subscribed)" -eq "$(gone)" && [ "$(subscribed)" -ge 1 ] &&
 	fail "$(subscribed) of the 50 flooding connections got their subscription"
 
 # ---- the per-uid subscription limit -------------------------------------------
-"${as_nobody[@]}" "$flood" flood 70 2 Subscribe 1 >"$tmp/cap.out" 2>&1
+# One Subscribe on each of 70 connections held open together, every answer
+# awaited: what a loaded machine delays, it does not change.
+"${as_nobody[@]}" "$flood" once 70 Subscribe >"$tmp/cap.out" 2>&1
 grep -q 'first org.freedesktop.DBus.Error.LimitsExceeded (uid [0-9]* already has 64 subscriptions)' "$tmp/cap.out" &&
 	ok "70 connections of one uid: subscriptions past 64 refused ($(cat "$tmp/cap.out"))" ||
 	fail "no LimitsExceeded for 70 subscriptions: $(cat "$tmp/cap.out")"

@@ -224,7 +224,7 @@ poll 60 logged "learned:2: .*ignored and moved to learned.damaged" &&
 kill -0 "$daemon" 2>/dev/null && ok "elided runs on with nothing learned" || fail "elided died on a corrupted store"
 teaching_run fourth
 [ "$a" != none ] && [ "$a" -gt 0 ] && ok "with the store ignored the program tries again ($a attempts)" ||
-	fail "run 4: cache_lock attempts $a"
+	fail "run 4: cache_lock attempts $a (exit $rc, listed: $seen; its report: $(grep '^libelide: ' "$tmp/fourth.report" | tail -n 8))"
 stop_daemon
 
 tl_finish "learned-policy"
