@@ -393,6 +393,9 @@ static int on_inotify(sd_event_source *s, int fd, uint32_t revents, void *userda
 			}
 			if (ev->len == 0 || overflow)
 				continue; /* the rescan below covers it */
+			if ((ev->mask & IN_MOVED_TO) && ev->name[0] != '.' && d->ops->teach_file &&
+			    seg_parse_name(ev->name, NULL, NULL) < 0)
+				d->ops->teach_file(d->userdata, ev->name);
 			if (ev->mask & (IN_CREATE | IN_MOVED_TO))
 				segment_added(d, ev->name);
 			else if (ev->mask & (IN_DELETE | IN_MOVED_FROM))

@@ -50,6 +50,9 @@ struct discovery;
 struct discovery_ops {
 	/* A segment file appeared (or existed at start): name inside the runtime dir. */
 	void (*segment_added)(void *userdata, const char *name);
+	/* A file was renamed into the runtime dir (a .teach file, say): its
+	 * name, whatever it is.  May be NULL. */
+	void (*teach_file)(void *userdata, const char *name);
 	/* A segment file was removed (only names reported added before). */
 	void (*segment_removed)(void *userdata, const char *name);
 	/* A process exec'd (BPF only; pid and the new comm).  May be NULL. */

@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "policy-config.h"
+#include "learn-format.h"
 #include "segment-format.h"
 #include "segment-reader.h"
 
@@ -53,14 +54,13 @@ struct learned_store;
 /* Learning (learning.c, issue 16).  The store is written at most this
  * often (and at shutdown, and at once after elidectl forget). */
 #define ELIDED_LEARNED_SAVE_USEC 10000000u
-/* A run teaches a verdict about a lock only over this many attempts (a
- * backed-off lock probes about once per 1024 acquisitions, so a second of
- * a contended lock gives 100 or more):
- * "never elide" at <= 1% commits, "elides well" at >= 90%. */
-#define ELIDED_LEARN_MIN_ATTEMPTS 64u
+/* A run says something about a lock only over this many attempts: the
+ * rule is elide_learn_judge() (common/learn-format.h). */
+#define ELIDED_LEARN_MIN_ATTEMPTS ELIDE_LEARN_MIN_NEVER
 /* A lock given "never elide" from the store is probed again after this
  * many intervals, then with the daemon's own back-off (doubling to 64). */
 #define ELIDED_LEARNED_PROBE_INTERVALS 60u
+#define ELIDED_TAUGHT_RECENT 256u
 #define ELIDED_LEARNED_ID_MAX 96         /* "data:MODULE+0xOFFSET" */
 #define ELIDED_STATE_DIR_DEFAULT LOCALSTATEDIR "/lib/elide"
 
@@ -214,6 +214,7 @@ struct tracked_process {
 	int64_t *hint_since;         /* per hint: since when (seconds since the Epoch) */
 	uint32_t nhints;
 	bool hints_dirty;            /* not yet in the control block */
+	bool taught;                 /* its exit's .teach file was learned from */
 };
 
 /* The name a process goes by in logs and metrics: its executable, else its
@@ -278,6 +279,15 @@ struct elided {
 	struct learned_store *learned;
 	bool learned_dirty, learned_save_failing;
 	uint64_t learned_saved_usec; /* CLOCK_MONOTONIC of the last save attempt */
+	int hints_dirfd;             /* RUNTIME/hints (hints.c), -1: none */
+	bool hints_chown_warned;
+	/* The last runs learned from at exit, so that a run's segment and its
+	 * .teach file do not both count. */
+	struct {
+		pid_t pid;
+		uint64_t start_time;
+	} taught_recent[ELIDED_TAUGHT_RECENT];
+	size_t taught_recent_next;
 	/* futexwatch.c: lock waits of programs without libelide; NULL = not
 	 * observed, futexwatch_why says why. */
 	struct futexwatch *futexwatch;
@@ -359,7 +369,20 @@ int elided_learning_open(struct elided *d);
 void elided_learning_save(struct elided *d, bool force);
 void elided_learning_close(struct elided *d);
 /* A process ends (or exec's): what its run taught goes into the store. */
-void elided_learn_from(struct elided *d, struct tracked_process *p);
+void elided_learn_from(struct elided *d, struct tracked_process *p, bool at_exit);
+/* A .teach file's run (hints.c read and checked it): learned under uid. */
+struct elide_learn_teach;
+void elided_learn_from_teach(struct elided *d, uid_t uid, const char *program, pid_t pid, uint64_t start_time,
+			     const struct elide_learn_teach *t, uint32_t n);
+
+/* hints.c: the learned-verdict files (common/learn-format.h). */
+int elided_hints_open(struct elided *d);
+void elided_hints_close(struct elided *d);
+void elided_hints_write(struct elided *d, uid_t uid, const char *program);
+void elided_hints_rewrite_all(struct elided *d);
+bool elided_is_teach_name(const char *name);
+void elided_teach_file(struct elided *d, const char *name);
+void elided_teach_scan(struct elided *d);
 /* At adoption (and exec): p's program identity and its hints. */
 void elided_learning_adopt(struct elided *d, struct tracked_process *p);
 /* The index of the "never" hint naming v, or -1. */

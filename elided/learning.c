@@ -35,6 +35,7 @@
 
 #include "elfsym.h"
 #include "elided.h"
+#include "learn-format.h"
 #include "learned.h"
 #include "log.h"
 #include "macros.h"
@@ -176,30 +177,12 @@ static int lock_identity(const struct elfsym_maps *maps, uint64_t addr, uint64_t
  * matches it. */
 static int lock_address(const struct elfsym_maps *maps, const char *identity, uint32_t *match, uint64_t *addr)
 {
-	char module[64];
-	const char *rest, *plus;
-	uint64_t off;
-	char *end;
+	struct elide_learn_lock l;
 
-	if (strncmp(identity, "data:", 5) == 0)
-		*match = ELIDE_SEG_HINT_LOCK_ADDR;
-	else if (strncmp(identity, "call:", 5) == 0)
-		*match = ELIDE_SEG_HINT_CALLSITE;
-	else
+	if (elide_learn_lock_parse(identity, &l) < 0)
 		return -EINVAL;
-	rest = identity + 5;
-	plus = strstr(rest, "+0x");
-	for (const char *q = plus; q; q = strstr(q + 1, "+0x"))
-		plus = q; /* the last one: a module name may hold "+0x" */
-	if (!plus || plus == rest || (size_t)(plus - rest) >= sizeof(module))
-		return -EINVAL;
-	memcpy(module, rest, (size_t)(plus - rest));
-	module[plus - rest] = '\0';
-	errno = 0;
-	off = strtoull(plus + 3, &end, 16);
-	if (errno || *end || end == plus + 3)
-		return -EINVAL;
-	return elfsym_maps_address_of(maps, module, off, addr);
+	*match = l.match;
+	return elfsym_maps_address_of(maps, l.module, l.offset, addr);
 }
 
 /* ---- learning from a run ------------------------------------------------ */
@@ -265,25 +248,33 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 	return a + b < a ? UINT64_MAX : a + b;
 }
 
-/* A verdict when the run saw enough attempts to be trusted. */
+/* A verdict when the run saw enough attempts to be trusted (the rule
+ * libelide applies to a .teach file too). */
 static bool judge(const struct run_lock *l, enum learned_verdict *v)
 {
-	if (l->attempts < ELIDED_LEARN_MIN_ATTEMPTS)
-		return false;
-	if (l->commits * 100 <= l->attempts) {
+	switch (elide_learn_judge(l->attempts, l->commits)) {
+	case ELIDE_LEARN_NEVER:
 		*v = LEARNED_NEVER;
 		return true;
-	}
-	if (l->commits * 10 >= l->attempts * 9) {
+	case ELIDE_LEARN_ELIDES:
 		*v = LEARNED_ELIDES;
 		return true;
+	default:
+		return false;
 	}
-	return false;
 }
 
-static void learn_lock(struct elided *d, struct tracked_process *p, const struct run_lock *l, int64_t now)
+/* Whose run it was, for the store's key and for the log. */
+struct run_owner {
+	uid_t uid;
+	const char *program;
+	pid_t pid;
+	const char *name;
+};
+
+static void learn_lock(struct elided *d, const struct run_owner *p, const struct run_lock *l, int64_t now)
 {
-	const struct learned_entry *old = learned_store_find(d->learned, p->uid, p->learned_program, l->identity);
+	const struct learned_entry *old = learned_store_find(d->learned, p->uid, p->program, l->identity);
 	struct learned_entry e = { 0 };
 	int r;
 
@@ -291,7 +282,7 @@ static void learn_lock(struct elided *d, struct tracked_process *p, const struct
 		/* Neither: elision half works.  A verdict from earlier runs that
 		 * this run contradicts goes; libelide adapts on its own. */
 		if (old && l->attempts >= ELIDED_LEARN_MIN_ATTEMPTS) {
-			learned_store_forget_lock(d->learned, p->uid, p->learned_program, l->identity);
+			learned_store_forget_lock(d->learned, p->uid, p->program, l->identity);
 			d->learned_dirty = true;
 		}
 		return;
@@ -309,7 +300,7 @@ static void learn_lock(struct elided *d, struct tracked_process *p, const struct
 		for (int c = 0; c < LEARNED_ABORT_CAUSES; c++)
 			e.aborts[c] = sat_add(e.aborts[c], old->aborts[c]);
 	}
-	r = learned_store_put(d->learned, p->uid, p->learned_program, l->identity, &e, now);
+	r = learned_store_put(d->learned, p->uid, p->program, l->identity, &e, now);
 	if (r < 0) {
 		log_warning_errno(r, "pid %d: cannot keep what was learned about lock %s", (int)p->pid, l->identity);
 		return;
@@ -317,20 +308,59 @@ static void learn_lock(struct elided *d, struct tracked_process *p, const struct
 	d->learned_dirty = true;
 	if (!old || old->verdict != e.verdict)
 		log_debug("pid %d (%s): learned lock %s: %s (%" PRIu64 " attempts, %" PRIu64 " commits)", (int)p->pid,
-			  tracked_process_name(p), l->identity, e.verdict == LEARNED_NEVER ? "never elide" : "elides well",
+			  p->name, l->identity, e.verdict == LEARNED_NEVER ? "never elide" : "elides well",
 			  l->attempts, l->commits);
 }
 
-void elided_learn_from(struct elided *d, struct tracked_process *p)
+/* Locks sharing an identity (heap locks of one call site) count as one. */
+static void learn_run(struct elided *d, const struct run_owner *owner, struct run *run)
 {
-	struct run run = { .p = p };
-	struct seg_snapshot *snap = NULL;
-	char err[SEG_ERR_MAX];
 	int64_t now = wall_seconds();
 	size_t i, j;
+
+	qsort(run->locks, run->n, sizeof(*run->locks), cmp_run_lock);
+	for (i = 0; i < run->n; i = j) {
+		struct run_lock sum = run->locks[i];
+
+		for (j = i + 1; j < run->n && strcmp(run->locks[j].identity, sum.identity) == 0; j++) {
+			sum.acquired = sat_add(sum.acquired, run->locks[j].acquired);
+			sum.attempts = sat_add(sum.attempts, run->locks[j].attempts);
+			sum.commits = sat_add(sum.commits, run->locks[j].commits);
+			for (int c = 0; c < LEARNED_ABORT_CAUSES; c++)
+				sum.aborts[c] = sat_add(sum.aborts[c], run->locks[j].aborts[c]);
+		}
+		learn_lock(d, owner, &sum, now);
+	}
+	/* The program's next runs read it in their constructor. */
+	elided_hints_write(d, owner->uid, owner->program);
+}
+
+/* Whether (pid, start_time) already taught, and remember it did. */
+static bool taught_before(struct elided *d, pid_t pid, uint64_t start_time)
+{
+	for (size_t i = 0; i < ELIDED_TAUGHT_RECENT; i++)
+		if (d->taught_recent[i].pid == pid && d->taught_recent[i].start_time == start_time)
+			return true;
+	d->taught_recent[d->taught_recent_next].pid = pid;
+	d->taught_recent[d->taught_recent_next].start_time = start_time;
+	d->taught_recent_next = (d->taught_recent_next + 1) % ELIDED_TAUGHT_RECENT;
+	return false;
+}
+
+void elided_learn_from(struct elided *d, struct tracked_process *p, bool at_exit)
+{
+	struct run run = { .p = p };
+	struct run_owner owner;
+	struct seg_snapshot *snap = NULL;
+	char err[SEG_ERR_MAX];
+	size_t i;
 	int r;
 
 	if (!d->learned || !p->learned_program || !p->maps || !p->nlocks)
+		return;
+	/* At exit, its .teach file taught already, or will.  (An exec's
+	 * image writes none: destructors do not run.) */
+	if (at_exit && (p->taught || taught_before(d, p->pid, p->start_time)))
 		return;
 	/* The counters as they are now, by cause (the segment outlives the
 	 * process while elided maps it); else as of the last interval. */
@@ -352,20 +382,58 @@ void elided_learn_from(struct elided *d, struct tracked_process *p)
 				break;
 		}
 	}
-	/* Locks sharing an identity (heap locks of one call site) count as one. */
-	qsort(run.locks, run.n, sizeof(*run.locks), cmp_run_lock);
-	for (i = 0; i < run.n; i = j) {
-		struct run_lock sum = run.locks[i];
+	owner = (struct run_owner){ .uid = p->uid, .program = p->learned_program, .pid = p->pid,
+				    .name = tracked_process_name(p) };
+	learn_run(d, &owner, &run);
+	free(run.locks);
+}
 
-		for (j = i + 1; j < run.n && strcmp(run.locks[j].identity, sum.identity) == 0; j++) {
-			sum.acquired = sat_add(sum.acquired, run.locks[j].acquired);
-			sum.attempts = sat_add(sum.attempts, run.locks[j].attempts);
-			sum.commits = sat_add(sum.commits, run.locks[j].commits);
-			for (int c = 0; c < LEARNED_ABORT_CAUSES; c++)
-				sum.aborts[c] = sat_add(sum.aborts[c], run.locks[j].aborts[c]);
-		}
-		learn_lock(d, p, &sum, now);
+void elided_learn_from_teach(struct elided *d, uid_t uid, const char *program, pid_t pid, uint64_t start_time,
+			     const struct elide_learn_teach *t, uint32_t n)
+{
+	struct tracked_process *p = elided_find_process(d, pid);
+	struct run run = { 0 };
+	struct run_owner owner = { .uid = uid, .program = program, .pid = pid };
+	const char *exe = program + 5, *ino = strstr(exe, ":ino="), *base;
+	char name[64];
+
+	if (p && p->start_time == start_time && p->uid == uid) {
+		/* Tracked: this file is its exit's counters; its reaping
+		 * learns nothing more. */
+		if (p->taught)
+			return;
+		p->taught = true;
+		(void)taught_before(d, pid, start_time);
+	} else if (taught_before(d, pid, start_time)) {
+		return; /* reaped and learned from its segment already */
 	}
+	/* The log names the program as elidectl does: its executable's name. */
+	for (const char *q = ino; q; q = strstr(q + 1, ":ino="))
+		ino = q;
+	base = exe;
+	for (const char *q = exe; ino && q < ino; q++)
+		if (*q == '/')
+			base = q + 1;
+	snprintf(name, sizeof(name), "%.*s", ino ? (int)(ino - base) : 0, base);
+	owner.name = name;
+	run.locks = calloc(n ? n : 1, sizeof(*run.locks));
+	if (!run.locks) {
+		log_oom();
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct run_lock *l = &run.locks[run.n];
+
+		if (elide_learn_lock_format(&t[i].lock, l->identity, sizeof(l->identity)) < 0)
+			continue;
+		l->acquired = t[i].acquired;
+		l->attempts = t[i].attempts;
+		l->commits = t[i].commits;
+		for (unsigned c = 0; c < LEARNED_ABORT_CAUSES && c < ELIDE_LEARN_ABORT_CAUSES; c++)
+			l->aborts[c] = t[i].aborts[c];
+		run.n++;
+	}
+	learn_run(d, &owner, &run);
 	free(run.locks);
 }
 
@@ -423,6 +491,7 @@ void elided_learning_adopt(struct elided *d, struct tracked_process *p)
 	p->hint_since = NULL;
 	p->nhints = 0;
 	p->hints_dirty = true;
+	p->taught = false;
 	if (!d->learned)
 		return;
 	r = program_identity(p, &p->learned_program);
@@ -551,8 +620,10 @@ int elided_forget_learned(struct elided *d, uid_t uid, const char *exe, size_t *
 		return r;
 	if (*count) {
 		d->learned_dirty = true;
-		/* Forgetting is asked for: on disk at once, not in 10 s. */
+		/* Forgetting is asked for: on disk at once, not in 10 s, and
+		 * out of the files the next runs read. */
 		elided_learning_save(d, true);
+		elided_hints_rewrite_all(d);
 	}
 	return 0;
 }

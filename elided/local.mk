@@ -4,7 +4,7 @@ elided_elided_SOURCES = \
 	elided/main.c elided/elided.h \
 	elided/process.c elided/lock-names.c \
 	elided/symbolizer.c elided/symcache.c elided/symcache.h \
-	elided/learned.c elided/learned.h elided/learning.c \
+	elided/learned.c elided/learned.h elided/learning.c elided/hints.c \
 	elided/config.c elided/policy-config.h \
 	elided/discovery.c elided/discovery.h \
 	elided/futexwatch.c \

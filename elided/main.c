@@ -277,6 +277,8 @@ static void check_runtime_dir(struct elided *d)
 	d->runtime_dirfd = fd;
 	d->runtime_dir_lost = false;
 	warn_world_writable(d, fd);
+	elided_hints_close(d);
+	elided_hints_open(d);
 	elided_adopt_pending(d);
 	log_notice("runtime directory %s is back: %zu processes adopted from it", d->runtime_dir, d->nprocesses);
 }
@@ -298,8 +300,10 @@ static int on_interval(sd_event_source *s, uint64_t usec, void *userdata)
 	/* Summaries of ended rate-limit windows, without waiting for a next message. */
 	log_ratelimit_flush(&d->ratelimit, now_ns());
 	/* Every few intervals, give refused segments another chance. */
-	if (d->intervals % 5 == 0)
+	if (d->intervals % 5 == 0) {
 		elided_rescan(d);
+		elided_teach_scan(d); /* those an inotify overflow hid */
+	}
 	elided_learning_save(d, false);
 	d->cpu_seconds_per_interval = cpu_seconds() - before;
 	status_notify(d);
@@ -321,6 +325,13 @@ void elided_reschedule(struct elided *d)
 static void on_segment_added(void *userdata, const char *name)
 {
 	elided_defer_segment(userdata, name);
+}
+
+/* A run's counters at exit, renamed into place: learned from at once, so
+ * that the program's next runs get the verdicts. */
+static void on_teach_file(void *userdata, const char *name)
+{
+	elided_teach_file(userdata, name);
 }
 
 static void on_segment_removed(void *userdata, const char *name)
@@ -346,6 +357,7 @@ static void on_process_exit(void *userdata, pid_t pid, uint64_t start_time)
 static const struct discovery_ops discovery_ops = {
 	.segment_added = on_segment_added,
 	.segment_removed = on_segment_removed,
+	.teach_file = on_teach_file,
 	.process_exec = on_process_exec,
 	.process_exit = on_process_exit,
 };
@@ -533,6 +545,7 @@ int main(int argc, char **argv)
 	d->config_dropin_dir = dropin_dir_of(config);
 	d->runtime_dir = strdup(runtime_dir && *runtime_dir ? runtime_dir : ELIDE_RUNTIME_DIR_DEFAULT);
 	d->runtime_dirfd = -1;
+	d->hints_dirfd = -1;
 	if (!d->config_path || !d->config_dropin_dir || !d->runtime_dir)
 		return log_oom(), EXIT_FAILURE;
 	if (learning) {
@@ -562,6 +575,7 @@ int main(int argc, char **argv)
 		return EXIT_FAILURE;
 	if (elided_learning_open(d) < 0)
 		return log_oom(), EXIT_FAILURE;
+	elided_hints_open(d);
 
 	r = sd_event_default(&d->event);
 	if (r < 0)
@@ -617,6 +631,7 @@ int main(int argc, char **argv)
 	discovery_free(d->discovery);
 	elided_bus_free(d);
 	elided_free_processes(d);
+	elided_hints_close(d);
 	elided_learning_close(d);
 	elided_symbolizer_free(d);
 	metrics_free(d->metrics);

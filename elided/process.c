@@ -1146,7 +1146,7 @@ static int refresh_process(struct elided *d, struct tracked_process *p)
 	p->last_error[0] = '\0';
 	if (p->created_ns && snap->header.created_ns != p->created_ns) {
 		/* exec: same pid and start time, a new program with a new segment. */
-		elided_learn_from(d, p);
+		elided_learn_from(d, p, false);
 		free_views(p->locks, p->nlocks);
 		p->locks = NULL;
 		p->nlocks = 0;
@@ -1730,7 +1730,7 @@ void elided_reap(struct elided *d, pid_t pid)
 		if (seg_proc_start_time(NULL, pid, &start) == 0 && start == p->start_time)
 			return;
 		log_debug("pid %d exited", (int)pid);
-		elided_learn_from(d, p);
+		elided_learn_from(d, p, true);
 		untrack(d, pp, true);
 		return;
 	}
@@ -1751,7 +1751,7 @@ void elided_process_exited(struct elided *d, pid_t pid, uint64_t start_time)
 		if ((*pp)->start_time != start_time)
 			return;
 		log_debug("pid %d exited", (int)pid);
-		elided_learn_from(d, *pp);
+		elided_learn_from(d, *pp, true);
 		untrack(d, pp, true);
 		return;
 	}

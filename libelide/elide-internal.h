@@ -255,6 +255,7 @@ void segment_fini(void) _hidden_;
 void segment_fork_child(void) _hidden_;
 void segment_make_lazy(void) _hidden_;
 void segment_publish_status(void) _hidden_;
+const char *segment_runtime_dir(void) _hidden_;
 void segment_poll_control_slow(void) _hidden_;
 
 /*
@@ -277,6 +278,11 @@ static inline void segment_poll_control(void)
 	if (unlikely(__atomic_load_n(&elide.seg_control->generation, __ATOMIC_ACQUIRE) != elide.control_seen))
 		segment_poll_control_slow();
 }
+
+/* learn.c */
+void learn_init(const char *runtime_dir) _hidden_;
+uint32_t learn_hint_verdict(const void *lock, const void *callsite) _hidden_;
+void learn_fini(const char *runtime_dir) _hidden_;
 
 /* elide.c */
 void elide_set_mode(enum elide_mode mode) _hidden_;

@@ -2960,6 +2960,7 @@ __attribute__((constructor(101))) static void elide_init(void)
 		log_warning_errno(r, "cannot map the lock table (%u records); statistics off",
 				  elide.opts.max_locks);
 	segment_init();
+	learn_init(segment_runtime_dir());
 	pthread_atfork(NULL, NULL, atfork_child);
 	elide.disabled_reason = decide_disabled_reason(&elide.watch_instead);
 	if (elide.opts.verbose) {
@@ -3025,6 +3026,7 @@ __attribute__((destructor)) static void elide_fini(void)
 	if (elide.opts.report)
 		report_at_exit();
 	watch_waits_flush();
+	learn_fini(segment_runtime_dir());
 	segment_fini();
 	errno = saved_errno;
 }

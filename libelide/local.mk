@@ -5,6 +5,7 @@ pkgconfig_DATA += include/elide.pc
 libelide_libelide_la_SOURCES = \
 	libelide/elide.c libelide/elide-internal.h \
 	libelide/glibc-abi.h libelide/glibc-check.c \
+	libelide/learn.c \
 	libelide/rtm.h \
 	libelide/options.c libelide/options.h \
 	libelide/registry.c \

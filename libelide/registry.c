@@ -191,6 +191,9 @@ static uint32_t hint_verdict(const void *lock, const void *callsite)
 
 	if (!c)
 		return 0;
+	/* Before elided's first control block, the files (learn.c). */
+	if (__atomic_load_n(&c->generation, __ATOMIC_ACQUIRE) == 0)
+		return learn_hint_verdict(lock, callsite);
 	n = __atomic_load_n(&c->nhints, __ATOMIC_RELAXED);
 	if (n > ELIDE_SEG_MAX_HINTS)
 		n = ELIDE_SEG_MAX_HINTS;

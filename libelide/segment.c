@@ -470,7 +470,7 @@ static void use_mapping(void *base)
 	elide.control_seen = 0;
 }
 
-static const char *runtime_dir(void)
+const char *segment_runtime_dir(void)
 {
 	const char *dir = secure_getenv("ELIDE_RUNTIME_DIR");
 
@@ -490,7 +490,7 @@ static void *segment_create(bool quiet)
 	if (r == 0 && !elide.opts.stats)
 		r = -ECANCELED; /* stats=0: keep everything private, quietly */
 	else if (r == 0)
-		r = create_file(runtime_dir(), start_time, SEG_RESERVE_FIRST, &base, &dfd);
+		r = create_file(segment_runtime_dir(), start_time, SEG_RESERVE_FIRST, &base, &dfd);
 	if (r == 0) {
 		fill_header(base, start_time);
 		r = publish_file(dfd);
@@ -502,7 +502,7 @@ static void *segment_create(bool quiet)
 	}
 	if (r < 0) {
 		if (!quiet && r != -ECANCELED)
-			log_full_errno(LOG_NOTICE, r, "statistics off: cannot create a segment in %s", runtime_dir());
+			log_full_errno(LOG_NOTICE, r, "statistics off: cannot create a segment in %s", segment_runtime_dir());
 		base = mmap(NULL, seg.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (base == MAP_FAILED)
 			return NULL;
@@ -630,7 +630,7 @@ void segment_make_lazy(void)
 
 	r = read_start_time(0, &start_time);
 	if (r == 0)
-		r = create_file(runtime_dir(), start_time, want, &file, &dfd);
+		r = create_file(segment_runtime_dir(), start_time, want, &file, &dfd);
 	if (r < 0)
 		goto fail;
 	h = file;

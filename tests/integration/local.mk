@@ -260,6 +260,8 @@ EXTRA_DIST += tests/integration/test-elided-symbolizer.sh
 # elided's learned-policy store (issue 16): learn, restart, zero attempts.
 TESTS += tests/integration/test-elided-learned.sh
 EXTRA_DIST += tests/integration/test-elided-learned.sh
+TESTS += tests/integration/test-elided-learned-short.sh
+EXTRA_DIST += tests/integration/test-elided-learned-short.sh
 
 # Issue 31: elided stays on the bus and fair while one user floods it; a
 # restarted bus daemon; owners before hints; hostile names in the log.

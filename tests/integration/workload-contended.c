@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <unistd.h>
 #include <pthread.h>
 #include <signal.h>
@@ -86,7 +87,8 @@ static void *worker_loop(void *arg)
 
 static int usage(const char *prog)
 {
-	fprintf(stderr, "Usage: %s [--seconds N] [--drop-to UID] [--delay-ms N] [--wait-start]\n"
+	fprintf(stderr, "Usage: %s [--seconds N | --ms N] [--drop-to UID] [--delay-ms N] [--wait-start]\n"
+		"  --ms N         run N milliseconds instead of --seconds (a short-lived program)\n"
 		"  --drop-to UID  become UID (and its group) after start-up, as servers do\n"
 		"  --delay-ms N   wait N ms before the threads start\n"
 		"  --wait-start   print \"waiting\" and start the threads at SIGUSR1\n", prog);
@@ -97,6 +99,7 @@ int main(int argc, char **argv)
 {
 	static const struct option options[] = {
 		{ "seconds", required_argument, NULL, 's' },
+		{ "ms", required_argument, NULL, 'm' },
 		{ "drop-to", required_argument, NULL, 'u' },
 		{ "delay-ms", required_argument, NULL, 'd' },
 		{ "wait-start", no_argument, NULL, 'w' },
@@ -107,12 +110,12 @@ int main(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct timespec start, now, nap = { 0, 20 * 1000 * 1000 };
 	uint64_t hits = 0, writes = 0, slots = 0;
-	long seconds = 5, drop_to = -1, delay_ms = 0;
+	long run_ms = 5000, drop_to = -1, delay_ms = 0;
 	char *end;
 	bool wait_start = false;
 	int c, r;
 
-	while ((c = getopt_long(argc, argv, "s:u:d:wh", options, NULL)) >= 0) {
+	while ((c = getopt_long(argc, argv, "s:m:u:d:wh", options, NULL)) >= 0) {
 		switch (c) {
 		case 'w':
 			wait_start = true;
@@ -131,8 +134,15 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			errno = 0;
-			seconds = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || seconds <= 0)
+			run_ms = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || run_ms <= 0 || run_ms > LONG_MAX / 1000)
+				return usage(argv[0]);
+			run_ms *= 1000;
+			break;
+		case 'm':
+			errno = 0;
+			run_ms = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || run_ms <= 0)
 				return usage(argv[0]);
 			break;
 		default:
@@ -182,10 +192,16 @@ int main(int argc, char **argv)
 	fflush(stdout);
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	do {
-		nanosleep(&nap, NULL);
+	for (;;) {
+		long elapsed_ms;
+
 		clock_gettime(CLOCK_MONOTONIC, &now);
-	} while (!atomic_load(&stop) && now.tv_sec - start.tv_sec < seconds);
+		elapsed_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+		if (atomic_load(&stop) || elapsed_ms >= run_ms)
+			break;
+		nap.tv_nsec = (run_ms - elapsed_ms < 20 ? run_ms - elapsed_ms : 20) * 1000000L;
+		nanosleep(&nap, NULL);
+	}
 	atomic_store(&stop, true);
 
 	for (int i = 0; i < NTHREADS; i++) {

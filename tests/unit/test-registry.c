@@ -33,6 +33,17 @@ int segment_reserve(uint32_t idx)
 	return reserve_error;
 }
 
+/* learn.c's verdicts from the files, before elided's first control block:
+ * one lock address this test names. */
+static uintptr_t file_hint_lock;
+static uint32_t file_hint_verdict;
+
+uint32_t learn_hint_verdict(const void *lock, const void *callsite)
+{
+	(void)callsite;
+	return file_hint_lock && (uintptr_t)lock == file_hint_lock ? file_hint_verdict : 0;
+}
+
 /* A forked child's segment file is segment.c's business too. */
 static unsigned lazy_calls;
 
@@ -71,6 +82,7 @@ static void setup_mode(enum elide_mode mode, unsigned max_locks)
 static void setup(void)
 {
 	setup_mode(ELIDE_MODE_ADAPTIVE, 64);
+	file_hint_lock = 0;
 }
 
 static int32_t gate(const struct lock_rec *rec)
@@ -490,6 +502,8 @@ static void add_hint(uint64_t addr, uint32_t match, uint32_t verdict)
 {
 	struct elide_seg_control *c = elide.seg_control;
 
+	/* elided wrote a control block: its hints are the ones that count. */
+	c->generation = 2;
 	c->hints[c->nhints++] = (struct elide_seg_hint){ .addr = addr, .match = match, .verdict = verdict };
 }
 
@@ -671,6 +685,7 @@ START_TEST(test_hint_garbage)
 	/* What would be hints[ELIDE_SEG_MAX_HINTS] lies in the reserved bytes. */
 	past.addr = (uintptr_t)&locks[4];
 	memcpy(c->reserved, &past, sizeof(past));
+	c->generation = 2;
 	c->nhints = 0xffffffff;
 	for (int i = 0; i < 5; i++) {
 		/* Call site NULL against the hint with address 0. */
@@ -744,6 +759,24 @@ START_TEST(test_hint_not_inherited)
 }
 END_TEST
 
+/* Before elided writes a control block the files' verdicts (learn.c)
+ * apply; once it has, only its own hints do (a forget, a probe). */
+START_TEST(test_hint_files_until_control)
+{
+	pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER, b = PTHREAD_MUTEX_INITIALIZER;
+	struct lock_rec *ra, *rb;
+
+	file_hint_lock = (uintptr_t)&a;
+	file_hint_verdict = ELIDE_SEG_HINT_NEVER;
+	ra = registry_attach(&a, mutex_idx_ptr(&a), LOCK_KIND_MUTEX, NULL);
+	assert_learned_never(ra);
+	elide.seg_control->generation = 2;
+	file_hint_lock = (uintptr_t)&b;
+	rb = registry_attach(&b, mutex_idx_ptr(&b), LOCK_KIND_MUTEX, NULL);
+	assert_no_hint(rb, GATE_WATCH);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("registry");
@@ -779,6 +812,7 @@ int main(void)
 	tcase_add_test(tc, test_hint_garbage);
 	tcase_add_test(tc, test_hint_then_daemon_decides);
 	tcase_add_test(tc, test_hint_not_inherited);
+	tcase_add_test(tc, test_hint_files_until_control);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);

@@ -1,0 +1,168 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Short-lived processes learn and teach (issue 34), with no start-up delay
+# anywhere: a program whose cache_lock always aborts (ELIDE_SIM_ABORT
+# where RTM is missing) runs back to back under elided, on a private
+# runtime directory, state directory and D-Bus:
+#   - five runs of 0.3 s: the first tries transactions and teaches at exit
+#     (its .teach file); every later one makes zero attempts on the lock;
+#   - after elidectl forget, a single run of 50 ms teaches as well;
+#   - as root, uid 65534 running the same executable gets nothing of
+#     root's verdicts, learns its own, and cannot plant a .teach file in
+#     root's name; root's entries stay as they were;
+#   - a damaged .teach file is refused with its reason, and the run that
+#     finds it works as ever.
+# Each run's attempts come from its exit report (every abort is counted).
+set -u
+
+. "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/testlib.sh"
+need dbus-daemon busctl jq
+tl_setup elided-learned-short
+start_private_bus
+
+rundir="$tmp/run"
+state="$tmp/state"
+mkdir -m 1777 "$rundir"
+cat > "$tmp/elide.conf" <<EOF
+daemon: { interval = 0.5; };
+default: { mode = "adaptive"; };
+EOF
+
+start_daemon() {
+	"$elided" --verbose --no-bpf --config "$tmp/elide.conf" --runtime-dir "$rundir" --state-dir "$state" \
+		>>"$tmp/elided.log" 2>&1 &
+	daemon=$!
+	poll 60 "${B[@]}" get-property $NAME $OBJ $IFACE Version ||
+		{ cat "$tmp/elided.log" >&2; echo "FAIL: elided did not come up on the bus" >&2; exit 1; }
+}
+# The store is saved at shutdown.
+restart_daemon() {
+	kill -TERM "$daemon"
+	wait "$daemon" 2>/dev/null
+	start_daemon
+}
+start_daemon
+[ -d "$rundir/hints" ] && [ "$(stat -c %a "$rundir/hints")" = 755 ] && ok "elided made $rundir/hints (0755)" ||
+	fail "no hints folder: $(ls -la "$rundir")"
+
+prog="$workload"
+lib_run="$lib"
+as_nobody=()
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+	for_others prog "$workload"
+	for_others lib_run "$lib"
+	as_nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+fi
+
+# run NAME MS [as-user-command...]: one run of MS milliseconds, started at
+# once and waited for; its exit report in $tmp/NAME.report.
+run() {
+	local name=$1 ms=$2
+	shift 2
+	ELIDE_RUNTIME_DIR="$rundir" ELIDE_SIM_ABORT=0x6 ELIDE=report=1 \
+		LD_PRELOAD="${asan_first:+$asan_first }$lib_run" "$@" "$prog" --ms "$ms" \
+		>"$tmp/$name.out" 2>"$tmp/$name.report"
+	rc=$?
+	[ $rc -eq 0 ] || fail "$name exited with $rc: $(tail -n 3 "$tmp/$name.report")"
+}
+# Transactions the run tried on a lock: with every one aborting, the sum
+# of its aborts by cause (report columns 7-14); "none" when not tracked.
+attempts_of() {
+	awk -v lock="$2" '$1 == "libelide:" && $2 == lock { s = 0; for (i = 7; i <= 14; i++) s += $i; t += s; f = 1 }
+		END { print f ? t : "none" }' "$tmp/$1.report"
+}
+logged() { grep -q -- "$1" "$tmp/elided.log"; }
+no_teach_file() { ! ls "$rundir"/*.teach >/dev/null 2>&1; }
+store_lines() { grep "^$1 " "$state/learned" 2>/dev/null | cut -d' ' -f1-4 | sort; }
+
+# ---- 1. five runs of 0.3 s, back to back ---------------------------------------------
+for i in 1 2 3 4 5; do
+	run short$i 300
+done
+a=$(attempts_of short1 cache_lock)
+[ "$a" != none ] && [ "$a" -ge 16 ] && ok "run 1 tried $a transactions on cache_lock, and taught" ||
+	fail "run 1: cache_lock attempts $a (16 or more teach): $(cat "$tmp/short1.report")"
+for i in 2 3 4 5; do
+	a=$(attempts_of short$i cache_lock)
+	[ "$a" = 0 ] && ok "run $i: zero transaction attempts on cache_lock" ||
+		fail "run $i: cache_lock attempts $a: $(grep -e cache_lock -e elision "$tmp/short$i.report")"
+done
+grep -q "cache_lock .*off (learned)" "$tmp/short2.report" && ok "run 2's report: cache_lock off (learned)" ||
+	note "run 2's cache_lock: $(grep cache_lock "$tmp/short2.report")"
+poll 30 logged "learned lock data:.*: never elide" && ok "elided learned it: $(grep -m1 'learned lock data:' "$tmp/elided.log")" ||
+	fail "elided logged no learning: $(tail -n 5 "$tmp/elided.log")"
+poll 30 no_teach_file && ok "elided folded the .teach file in and removed it" ||
+	fail "left in $rundir: $(ls "$rundir")"
+hints=$(ls "$rundir"/hints/*.hints 2>/dev/null | head -n 1)
+[ -n "$hints" ] && [ "$(stat -c '%a %u' "$hints")" = "400 $(id -u)" ] &&
+	ok "its .hints file is mode 0400, owned by uid $(id -u)" || fail "hints files: $(ls -ln "$rundir/hints")"
+
+# ---- 2. forget, then one run of 50 ms teaches -----------------------------------------
+"$elidectl" forget "$prog" >"$tmp/forget.out" 2>&1 && grep -q "forgot [1-9]" "$tmp/forget.out" &&
+	ok "elidectl forget: $(cat "$tmp/forget.out")" || fail "elidectl forget said: $(cat "$tmp/forget.out")"
+ls "$rundir"/hints/*.hints >/dev/null 2>&1 && fail "a .hints file outlived forget: $(ls "$rundir/hints")" ||
+	ok "forget removed the program's .hints file"
+run after-forget 300
+a=$(attempts_of after-forget cache_lock)
+[ "$a" != none ] && [ "$a" -gt 0 ] && ok "after forget, a run tries again ($a attempts)" ||
+	fail "after forget: cache_lock attempts $a"
+"$elidectl" forget "$prog" >/dev/null 2>&1
+poll 30 no_teach_file
+run brief 50
+a=$(attempts_of brief cache_lock)
+[ "$a" != none ] && [ "$a" -ge 16 ] && ok "a run of 50 ms tried $a transactions" ||
+	fail "the 50 ms run: cache_lock attempts $a: $(cat "$tmp/brief.report")"
+for i in 1 2; do
+	run after-brief$i 300
+	a=$(attempts_of after-brief$i cache_lock)
+	[ "$a" = 0 ] && ok "run $i after the 50 ms one: zero attempts on cache_lock" ||
+		fail "run $i after the 50 ms one: cache_lock attempts $a"
+done
+
+# ---- 3. another user -------------------------------------------------------------------
+if [ ${#as_nobody[@]} -gt 0 ]; then
+	poll 30 no_teach_file
+	restart_daemon # the store on disk, as root's runs left it
+	root_before=$(store_lines 0)
+	run nobody1 300 "${as_nobody[@]}"
+	a=$(attempts_of nobody1 cache_lock)
+	[ "$a" != none ] && [ "$a" -ge 16 ] && ok "uid 65534, same executable: none of root's verdicts ($a attempts)" ||
+		fail "uid 65534's first run: cache_lock attempts $a: $(cat "$tmp/nobody1.report")"
+	run nobody2 300 "${as_nobody[@]}"
+	a=$(attempts_of nobody2 cache_lock)
+	[ "$a" = 0 ] && ok "uid 65534's second run: zero attempts (its own verdict)" ||
+		fail "uid 65534's second run: cache_lock attempts $a"
+	ls -ln "$rundir"/hints/ | grep -q "^-r-------- 1 65534 " && ok "uid 65534 has a .hints file of its own, 0400" ||
+		fail "hints files: $(ls -ln "$rundir/hints")"
+	# A .teach file in root's name, made by uid 65534: refused, removed.
+	root_teach=$(basename "$(ls "$rundir"/hints/0-*.hints | head -n 1)" .hints).teach
+	"${as_nobody[@]}" sh -c "head -c 4000 /dev/zero > '$rundir/.plant' && mv '$rundir/.plant' '$rundir/$root_teach'"
+	poll 30 logged "$root_teach: owned by uid 65534, named for uid 0" &&
+		ok "a .teach file planted in root's name is refused: $(grep -m1 "$root_teach: owned by" "$tmp/elided.log" | cut -c1-200)" ||
+		fail "planted file: $(ls -ln "$rundir") $(tail -n 3 "$tmp/elided.log")"
+	poll 30 no_teach_file || fail "the planted file stayed: $(ls -ln "$rundir")"
+	run root-after 300
+	a=$(attempts_of root-after cache_lock)
+	[ "$a" = 0 ] && ok "root's next run: zero attempts, as before" || fail "root's run after uid 65534's: attempts $a"
+	restart_daemon
+	[ "$(store_lines 0)" = "$root_before" ] && ok "root's entries in the store unchanged by uid 65534" ||
+		fail "root's entries changed: before [$root_before] after [$(store_lines 0)]"
+	[ -n "$(store_lines 65534)" ] && ok "uid 65534's entries apart: $(store_lines 65534 | wc -l)" ||
+		fail "no entries of uid 65534: $(cat "$state/learned")"
+else
+	note "not root (or no setpriv): the cross-user part needs uid 65534"
+fi
+
+# ---- 4. a damaged .teach file of one's own ---------------------------------------------
+stem=$(basename "$(ls "$rundir"/hints/"$(id -u)"-*.hints | head -n 1)" .hints)
+printf 'ELTEACH1 but not what it should be' >"$rundir/.bad" && mv "$rundir/.bad" "$rundir/$stem.teach"
+poll 30 logged "$stem.teach: 34 bytes, shorter than its header" &&
+	ok "a damaged .teach file is refused: $(grep -m1 "$stem.teach: 34 bytes" "$tmp/elided.log" | cut -c1-200)" ||
+	fail "damaged file: $(tail -n 3 "$tmp/elided.log")"
+printf 'ELTEACH1 but not what it should be' >"$rundir/$stem.teach.x" && mv "$rundir/$stem.teach.x" "$rundir/$stem.teach" 2>/dev/null
+run damaged 300
+a=$(attempts_of damaged cache_lock)
+[ "$a" = 0 ] && ok "a run beside a damaged .teach file still has its verdicts" || fail "run beside damage: attempts $a"
+
+tl_finish elided-learned-short
