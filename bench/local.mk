@@ -17,7 +17,7 @@ EXTRA_DIST += bench/bus-flood.sh bench/compare.sh bench/observer.sh bench/RESULT
 noinst_PROGRAMS += bench/fork-bench
 bench_fork_bench_SOURCES = bench/fork-bench.c
 bench_fork_bench_CFLAGS = $(AM_CFLAGS) -O2
-EXTRA_DIST += bench/fork.sh
+EXTRA_DIST += bench/fork.sh bench/learned-short.sh
 
 # bench/churn.sh: processes started at a fixed rate, and its multi-threaded one.
 noinst_PROGRAMS += bench/elide-churn bench/churn-worker

@@ -159,7 +159,8 @@ int elide_learn_lock_parse(const char *identity, struct elide_learn_lock *l)
 	if (!plus || plus == rest || (size_t)(plus - rest) >= sizeof(l->module) ||
 	    memchr(rest, '/', (size_t)(plus - rest)))
 		return -EINVAL;
-	if (plus[3] < '0' || (plus[3] > '9' && plus[3] < 'a') || plus[3] > 'f')
+	/* Lower-case hex digits only, as formatted: one spelling per lock. */
+	if (!plus[3] || plus[3 + strspn(plus + 3, "0123456789abcdef")])
 		return -EINVAL;
 	errno = 0;
 	off = strtoull(plus + 3, &end, 16);

@@ -8,8 +8,8 @@
  *   hints/UID-HASH.hints   written by elided from its learned-policy store:
  *                          the verdicts of uid UID for one program.  The
  *                          folder is elided's (not group or other
- *                          writable); a file is owned by UID (mode 0400),
- *                          so only that user's processes read it.
+ *                          writable); a file is elided's, mode 0400, and
+ *                          an ACL lets UID read it: no other user does.
  *   UID-HASH.teach         written by libelide at exit (a temporary file
  *                          renamed into place) when a run tried
  *                          transactions: that run's counters per lock.
@@ -24,10 +24,11 @@
  * own (a static lock) or its call site's (a heap lock): elided(8),
  * LEARNING.
  *
- * Who trusts what: a reader accepts a file only when its owner is the uid
- * it is for (libelide: its own effective uid; elided: the uid in the
- * name), so a file can only ever shape its owner's own processes, and the
- * folder of .hints files must belong to root or to the reader's uid.
+ * Who trusts what: a reader accepts a .teach file only when its owner is
+ * the uid it is for (libelide: its own effective uid; elided: the uid in
+ * the name), so a file can only ever shape its owner's own processes; the
+ * folder of .hints files must belong to root or to the reader's uid, and a
+ * .hints file to the folder's owner or the reader's uid.
  * Every field is checked before use: a file that is not exactly right is
  * ignored whole.
  *

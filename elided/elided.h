@@ -280,7 +280,7 @@ struct elided {
 	bool learned_dirty, learned_save_failing;
 	uint64_t learned_saved_usec; /* CLOCK_MONOTONIC of the last save attempt */
 	int hints_dirfd;             /* RUNTIME/hints (hints.c), -1: none */
-	bool hints_chown_warned;
+	bool hints_acl_warned;
 	/* The last runs learned from at exit, so that a run's segment and its
 	 * .teach file do not both count. */
 	struct {

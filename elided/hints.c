@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -164,6 +165,34 @@ static int write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+/*
+ * Lets uid read the file, and nobody else but its owner: an access ACL
+ * (acl(5)) of user::r--, user:UID:r--, group::---, mask::r--, other::---,
+ * in the kernel's xattr format (linux/posix_acl_xattr.h), entries in tag
+ * order.  Needs no capability (the file is ours), unlike a chown.
+ */
+static int grant_read(int fd, uid_t uid)
+{
+	struct {
+		uint32_t version;
+		struct {
+			uint16_t tag, perm;
+			uint32_t id;
+		} e[5];
+	} acl = {
+		.version = 2,
+		.e = {
+			{ 0x01, 4, (uint32_t)-1 },  /* ACL_USER_OBJ */
+			{ 0x02, 4, (uint32_t)uid }, /* ACL_USER */
+			{ 0x04, 0, (uint32_t)-1 },  /* ACL_GROUP_OBJ */
+			{ 0x10, 4, (uint32_t)-1 },  /* ACL_MASK */
+			{ 0x20, 0, (uint32_t)-1 },  /* ACL_OTHER */
+		},
+	};
+
+	return fsetxattr(fd, "system.posix_acl_access", &acl, sizeof(acl), 0);
+}
+
 void elided_hints_write(struct elided *d, uid_t uid, const char *program)
 {
 	_cleanup_free_ struct hints_build *b = NULL;
@@ -201,12 +230,12 @@ void elided_hints_write(struct elided *d, uid_t uid, const char *program)
 	}
 	r = write_all(fd, b, sizeof(b->header) + b->header.count * sizeof(b->hints[0]));
 	/* Only its user's processes read it (and root). */
-	if (r == 0 && uid != geteuid() && fchown(fd, uid, (gid_t)-1) < 0) {
+	if (r == 0 && uid != geteuid() && grant_read(fd, uid) < 0) {
 		r = -errno;
-		if (!d->hints_chown_warned)
-			log_warning_errno(r, "cannot give uid %u its learned-verdict file (CAP_CHOWN): its processes "
-					  "get learned verdicts at adoption only", (unsigned)uid);
-		d->hints_chown_warned = true;
+		if (!d->hints_acl_warned)
+			log_warning_errno(r, "cannot let uid %u read its learned-verdict file (a POSIX ACL on %s): its "
+					  "processes get learned verdicts at adoption only", (unsigned)uid, d->runtime_dir);
+		d->hints_acl_warned = true;
 	} else if (r < 0) {
 		log_warning_errno(r, "cannot write %s/%s/%s", d->runtime_dir, ELIDE_LEARN_HINTS_DIR, tmp);
 	}

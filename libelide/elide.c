@@ -2960,7 +2960,6 @@ __attribute__((constructor(101))) static void elide_init(void)
 		log_warning_errno(r, "cannot map the lock table (%u records); statistics off",
 				  elide.opts.max_locks);
 	segment_init();
-	learn_init(segment_runtime_dir());
 	pthread_atfork(NULL, NULL, atfork_child);
 	elide.disabled_reason = decide_disabled_reason(&elide.watch_instead);
 	if (elide.opts.verbose) {
@@ -2976,6 +2975,8 @@ __attribute__((constructor(101))) static void elide_init(void)
 	}
 	elide.enabled = elide.disabled_reason == NULL;
 	set_path(path_of_mode(elide.opts.mode));
+	/* Before any lock of the program's is contended: its learned verdicts. */
+	learn_init(segment_runtime_dir());
 	if (elide.opts.verbose) {
 		/* mode=off: the kill switch turns the own paths off too (set_path()). */
 		if (!own_words_why && !elide.own_mutex_words)

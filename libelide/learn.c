@@ -370,7 +370,10 @@ void learn_init(const char *runtime_dir)
 	struct scratch *s = MAP_FAILED;
 	struct stat st;
 
-	if (!elide.recs || !elide.opts.stats || elide_sandboxed())
+	/* Off is off; and a process that passes everything to glibc (its
+	 * elision on, no lock table) has nothing to learn or to teach. */
+	if (!elide.recs || !elide.opts.stats || elide_sandboxed() || elide.opts.mode == ELIDE_MODE_OFF ||
+	    elide.disabled_reason)
 		goto out;
 	rundir = open(runtime_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rundir < 0)
@@ -495,6 +498,16 @@ static void collect(struct exit_scratch *x)
 	}
 }
 
+static bool any_attempts(void)
+{
+	uint32_t high = __atomic_load_n(&elide.seg_header->lock_high_water, __ATOMIC_ACQUIRE);
+
+	for (uint32_t i = REC_OVERFLOW + 1; i < high && i < elide.nrecs; i++)
+		if (__atomic_load_n(&elide.seg_locks[i].stats[ELIDE_SEG_STAT_ATTEMPTS], __ATOMIC_RELAXED))
+			return true;
+	return false;
+}
+
 static int write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
@@ -568,7 +581,7 @@ void learn_fini(const char *runtime_dir)
 	struct exit_scratch *x;
 
 	if (!learn.enabled || learn.pid != getpid() || elide_sandboxed() || !elide.seg_header ||
-	    elide.seg_header->pid != (int32_t)learn.pid)
+	    elide.seg_header->pid != (int32_t)learn.pid || !any_attempts())
 		return;
 	x = mmap(NULL, sizeof(*x), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (x == MAP_FAILED)
