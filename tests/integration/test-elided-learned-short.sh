@@ -101,6 +101,34 @@ hints=$(ls "$rundir"/hints/*.hints 2>/dev/null | head -n 1)
 [ -n "$hints" ] && [ "$(stat -c '%a %u' "$hints")" = "400 $(id -u)" ] &&
 	ok "its .hints file is mode 0400, elided's (uid $(id -u))" || fail "hints files: $(ls -ln "$rundir/hints")"
 
+# ---- 1b. a "never" is probed again, with back-off ----------------------------------------
+# The file (common/learn-format.h): the header's record count at byte 16
+# and `written` at 40; record i's `until` at 1072 + 96 i + 88.
+i64() { od -An -t d8 -j "$2" -N 8 "$1" | tr -d ' '; }
+count_of() { od -An -t u4 -j 16 -N 4 "$1" | tr -d ' '; }
+# holds FILE: each verdict's hold, in seconds after the file was written.
+holds() {
+	local i w
+	w=$(i64 "$1" 40)
+	for ((i = 0; i < $(count_of "$1"); i++)); do echo -n "$(($(i64 "$1" $((1160 + 96 * i))) - w)) "; done
+}
+all_between() { local h; for h in $(holds "$hints"); do [ "$h" -ge "$1" ] && [ "$h" -le "$2" ] || return 1; done; }
+all_between 55 65 && ok "each verdict ($(count_of "$hints")) holds 60 s after the run that taught it: $(holds "$hints")" ||
+	fail "holds after one run: $(holds "$hints")"
+# Their hold over: the next run probes, teaches again, and the hold doubles.
+for ((i = 0; i < $(count_of "$hints"); i++)); do
+	printf '\001\000\000\000\000\000\000\000' | dd of="$hints" bs=1 seek=$((1160 + 96 * i)) conv=notrunc status=none
+done
+run probe 300
+a=$(attempts_of probe cache_lock)
+[ "$a" != none ] && [ "$a" -gt 0 ] && ok "once the hold is over, a run probes ($a attempts)" ||
+	fail "the probe run: cache_lock attempts $a"
+poll 30 all_between 115 125 && ok "confirmed again: now they hold $(holds "$hints")" ||
+	fail "holds after the probe: $(holds "$hints")"
+run after-probe 300
+a=$(attempts_of after-probe cache_lock)
+[ "$a" = 0 ] && ok "the run after the probe: zero attempts" || fail "after the probe: cache_lock attempts $a"
+
 # ---- 2. forget, then one run of 50 ms teaches -----------------------------------------
 "$elidectl" forget "$prog" >"$tmp/forget.out" 2>&1 && grep -q "forgot [1-9]" "$tmp/forget.out" &&
 	ok "elidectl forget: $(cat "$tmp/forget.out")" || fail "elidectl forget said: $(cat "$tmp/forget.out")"
