@@ -103,9 +103,10 @@ static bool trusted(const struct stat *st, uid_t owner, bool dir)
 	return st->st_uid == owner || (dir && st->st_uid == 0);
 }
 
-/* Reads NAME in dirfd whole into s->file when it is trusted and at most
- * max bytes; its size, or -errno. */
-static ssize_t read_file(int dirfd, const char *name, uid_t owner, uid_t alt_owner, size_t max, struct scratch *s,
+/* Reads NAME in dirfd whole into (*sp)->file when it is trusted and at
+ * most max bytes, mapping the scratch memory on first need (most programs
+ * have no file: no mapping then); its size, or -errno. */
+static ssize_t read_file(int dirfd, const char *name, uid_t owner, uid_t alt_owner, size_t max, struct scratch **sp,
 			 struct stat *st)
 {
 	ssize_t n, got = 0;
@@ -119,8 +120,17 @@ static ssize_t read_file(int dirfd, const char *name, uid_t owner, uid_t alt_own
 		close(fd);
 		return -EPERM;
 	}
+	if (!*sp) {
+		void *p = mmap(NULL, sizeof(**sp), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED) {
+			close(fd);
+			return -ENOMEM;
+		}
+		*sp = p; /* zero-filled: no pending verdict yet */
+	}
 	while ((size_t)got < (size_t)st->st_size) {
-		n = read(fd, s->file + got, (size_t)st->st_size - (size_t)got);
+		n = read(fd, (*sp)->file + got, (size_t)st->st_size - (size_t)got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -333,11 +343,12 @@ static void resolve_one(const struct map_line *m, struct scratch *s)
 
 /* ---- start-up ------------------------------------------------------------- */
 
-static void load(struct scratch *s, int rundir, int hintsdir, uid_t hints_owner)
+static struct scratch *load(int rundir, int hintsdir, uid_t hints_owner)
 {
 	uid_t uid = geteuid();
 	char stem[ELIDE_LEARN_NAME_MAX], name[ELIDE_LEARN_NAME_MAX + 8];
 	int64_t now = wall_seconds();
+	struct scratch *s = NULL;
 	struct stat st;
 	ssize_t size;
 
@@ -345,15 +356,15 @@ static void load(struct scratch *s, int rundir, int hintsdir, uid_t hints_owner)
 	/* The .teach file first: elided writes the .hints file before it
 	 * removes the .teach file, so one of them has the last run. */
 	snprintf(name, sizeof(name), "%s%s", stem, ELIDE_LEARN_TEACH_SUFFIX);
-	size = read_file(rundir, name, uid, uid, ELIDE_LEARN_TEACH_FILE_MAX, s, &st);
+	size = read_file(rundir, name, uid, uid, ELIDE_LEARN_TEACH_FILE_MAX, &s, &st);
 	if (size > 0 && now - st.st_mtim.tv_sec <= ELIDE_LEARN_TEACH_FRESH_SEC)
 		take_teach(s, (size_t)size, uid);
 	snprintf(name, sizeof(name), "%s%s", stem, ELIDE_LEARN_HINTS_SUFFIX);
-	size = read_file(hintsdir, name, uid, hints_owner, ELIDE_LEARN_HINTS_FILE_MAX, s, &st);
+	size = read_file(hintsdir, name, uid, hints_owner, ELIDE_LEARN_HINTS_FILE_MAX, &s, &st);
 	if (size > 0)
 		take_hints(s, (size_t)size, uid, now);
-	if (!s->npending || walk_maps(s, resolve_one) < 0)
-		return;
+	if (!s || !s->npending || walk_maps(s, resolve_one) < 0)
+		return s;
 	for (uint32_t i = 0; i < s->npending; i++) {
 		if (!s->pending[i].addr)
 			continue; /* a module not loaded (yet): elided's own hints have it once adopted */
@@ -362,12 +373,13 @@ static void load(struct scratch *s, int rundir, int hintsdir, uid_t hints_owner)
 		learn.hints[learn.nhints].verdict = s->pending[i].verdict;
 		learn.nhints++;
 	}
+	return s;
 }
 
 void learn_init(const char *runtime_dir)
 {
 	int saved_errno = errno, rundir = -1, hintsdir = -1;
-	struct scratch *s = MAP_FAILED;
+	struct scratch *s = NULL;
 	struct stat st;
 
 	/* Off is off; and a process that passes everything to glibc (its
@@ -386,16 +398,10 @@ void learn_init(const char *runtime_dir)
 	learn.enabled = true;
 	learn.pid = getpid();
 	/* Verdicts only steer adaptive mode (elided(8), LEARNING). */
-	if (elide.opts.mode != ELIDE_MODE_ADAPTIVE)
-		goto out;
-	s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (s == MAP_FAILED)
-		goto out;
-	s->npending = 0;
-	load(s, rundir, hintsdir, st.st_uid);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	if (elide.opts.mode == ELIDE_MODE_ADAPTIVE)
+		s = load(rundir, hintsdir, st.st_uid);
 out:
-	if (s != MAP_FAILED)
+	if (s)
 		munmap(s, sizeof(*s));
 	if (hintsdir >= 0)
 		close(hintsdir);
