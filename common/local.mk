@@ -9,7 +9,7 @@ common_libelide_common_la_SOURCES = \
 	common/hw.c common/hw.h common/sbuf.h common/errbuf.h \
 	common/elfsym.c common/elfsym.h \
 	common/segment-format.h \
-	common/learn-format.c common/learn-format.h \
+	common/learn-format.c common/learn-format.h common/fdio.h \
 	common/segment-names.c common/segment-names.h
 # hw.c executes RTM instructions only after CPUID says they exist.
 common_libelide_common_la_CFLAGS = $(AM_CFLAGS) -mrtm -fvisibility=hidden

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "elided.h"
+#include "fdio.h"
 #include "learn-format.h"
 #include "learned.h"
 #include "log.h"
@@ -148,23 +149,6 @@ static int add_hint(uid_t uid, const char *program, const char *lock, const stru
 	return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /*
  * Lets uid read the file, and nobody else but its owner: an access ACL
  * (acl(5)) of user::r--, user:UID:r--, group::---, mask::r--, other::---,
@@ -228,7 +212,7 @@ void elided_hints_write(struct elided *d, uid_t uid, const char *program)
 		log_warning_errno(errno, "cannot write %s/%s/%s", d->runtime_dir, ELIDE_LEARN_HINTS_DIR, tmp);
 		return;
 	}
-	r = write_all(fd, b, sizeof(b->header) + b->header.count * sizeof(b->hints[0]));
+	r = fd_write_all(fd, b, sizeof(b->header) + b->header.count * sizeof(b->hints[0]));
 	/* Only its user's processes read it (and root). */
 	if (r == 0 && uid != geteuid() && grant_read(fd, uid) < 0) {
 		r = -errno;
@@ -330,7 +314,7 @@ void elided_teach_file(struct elided *d, const char *name)
 	char why[256], stem[ELIDE_LEARN_NAME_MAX], program[ELIDE_LEARN_PROGRAM_MAX + 1];
 	struct stat st, now;
 	uid_t uid;
-	ssize_t got = 0;
+	size_t got;
 	int fd;
 
 	if (d->runtime_dirfd < 0 || parse_teach_name(name, &uid) < 0)
@@ -362,17 +346,9 @@ void elided_teach_file(struct elided *d, const char *name)
 		log_oom();
 		return;
 	}
-	while (got < st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)(st.st_size - got));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += n;
-	}
+	got = fd_read_up_to(fd, buf, (size_t)st.st_size);
 	close(fd);
-	if (elide_learn_check_teach(buf, (size_t)got, why, sizeof(why)) < 0) {
+	if (elide_learn_check_teach(buf, got, why, sizeof(why)) < 0) {
 		refuse(d, name, uid, why);
 		return;
 	}

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "elide-internal.h"
+#include "fdio.h"
 #include "learn-format.h"
 
 #define LEARN_MAX_ENTRIES (ELIDE_LEARN_MAX_TEACH + ELIDE_LEARN_MAX_HINTS)
@@ -109,7 +110,7 @@ static bool trusted(const struct stat *st, uid_t owner, bool dir)
 static ssize_t read_file(int dirfd, const char *name, uid_t owner, uid_t alt_owner, size_t max, struct scratch **sp,
 			 struct stat *st)
 {
-	ssize_t n, got = 0;
+	size_t got;
 	int fd;
 
 	fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
@@ -129,16 +130,9 @@ static ssize_t read_file(int dirfd, const char *name, uid_t owner, uid_t alt_own
 		}
 		*sp = p; /* zero-filled: no pending verdict yet */
 	}
-	while ((size_t)got < (size_t)st->st_size) {
-		n = read(fd, (*sp)->file + got, (size_t)st->st_size - (size_t)got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += n;
-	}
+	got = fd_read_up_to(fd, (*sp)->file, (size_t)st->st_size);
 	close(fd);
-	return got;
+	return (ssize_t)got;
 }
 
 static bool same_program(const struct elide_learn_header *h, uid_t uid)
@@ -514,23 +508,6 @@ static bool any_attempts(void)
 	return false;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static void write_teach(struct exit_scratch *x, int rundir)
 {
 	struct elide_learn_header *h = &x->s.header;
@@ -574,7 +551,7 @@ static void write_teach(struct exit_scratch *x, int rundir)
 	fd = openat(rundir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
 	if (fd < 0)
 		return;
-	r = write_all(fd, h, sizeof(*h) + h->count * sizeof(*t));
+	r = fd_write_all(fd, h, sizeof(*h) + h->count * sizeof(*t));
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
 	if (r < 0 || renameat(rundir, tmp, rundir, name) < 0)
