@@ -378,6 +378,7 @@ void elided_learn_from_teach(struct elided *d, uid_t uid, const char *program, p
 /* hints.c: the learned-verdict files (common/learn-format.h). */
 int elided_hints_open(struct elided *d);
 void elided_hints_close(struct elided *d);
+void elided_hints_remove(struct elided *d);
 void elided_hints_write(struct elided *d, uid_t uid, const char *program);
 void elided_hints_rewrite_all(struct elided *d);
 bool elided_is_teach_name(const char *name);

@@ -105,6 +105,19 @@ int elided_hints_open(struct elided *d)
 	return 0;
 }
 
+/* At shutdown: without elided nobody folds .teach files in, so libelide
+ * must not write them (it looks for the folder), and no verdict stays
+ * that elided could no longer withdraw.  The next start writes them again. */
+void elided_hints_remove(struct elided *d)
+{
+	if (d->hints_dirfd < 0)
+		return;
+	remove_files(d->hints_dirfd);
+	if (unlinkat(d->runtime_dirfd, ELIDE_LEARN_HINTS_DIR, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		log_warning_errno(errno, "cannot remove %s/%s", d->runtime_dir, ELIDE_LEARN_HINTS_DIR);
+	elided_hints_close(d);
+}
+
 void elided_hints_close(struct elided *d)
 {
 	if (d->hints_dirfd >= 0)

@@ -631,7 +631,7 @@ int main(int argc, char **argv)
 	discovery_free(d->discovery);
 	elided_bus_free(d);
 	elided_free_processes(d);
-	elided_hints_close(d);
+	elided_hints_remove(d);
 	elided_learning_close(d);
 	elided_symbolizer_free(d);
 	metrics_free(d->metrics);

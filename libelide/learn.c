@@ -571,11 +571,16 @@ void learn_fini(const char *runtime_dir)
 		goto out;
 	collect(x);
 	if (x->ntaught && walk_maps(&x->s, locate_one) == 0) {
+		struct stat st;
+
 		rundir = open(runtime_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (rundir >= 0) {
+		/* elided still runs (it removes its folder when it stops):
+		 * else nobody would fold the file in, or remove it. */
+		if (rundir >= 0 && fstatat(rundir, ELIDE_LEARN_HINTS_DIR, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    trusted(&st, geteuid(), true))
 			write_teach(x, rundir);
+		if (rundir >= 0)
 			close(rundir);
-		}
 	}
 	munmap(x, sizeof(*x));
 out:
