@@ -31,6 +31,7 @@
 
 #include "elide-internal.h"
 #include "fdio.h"
+#include "log.h"
 #include "learn-format.h"
 
 #define LEARN_MAX_ENTRIES (ELIDE_LEARN_MAX_TEACH + ELIDE_LEARN_MAX_HINTS)
@@ -394,6 +395,9 @@ void learn_init(const char *runtime_dir)
 	/* Verdicts only steer adaptive mode (elided(8), LEARNING). */
 	if (elide.opts.mode == ELIDE_MODE_ADAPTIVE)
 		s = load(rundir, hintsdir, st.st_uid);
+	if (elide.opts.verbose)
+		log_info("learned verdicts for %u locks of this program (%s/%s)", learn.nhints, runtime_dir,
+			 ELIDE_LEARN_HINTS_DIR);
 out:
 	if (s)
 		munmap(s, sizeof(*s));

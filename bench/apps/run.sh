@@ -130,7 +130,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/elide-apps.XXXXXX") || die "cannot create a tem
 chmod 755 "$tmp"
 mkdir -m 1777 "$tmp/rt"
 srv=""		# the server (or db_bench's /usr/bin/time) now running, if any
+srv2=""		# db_bench itself, below time(1) and timeout(1)
 cleanup() {
+	[[ -z $srv2 ]] || kill "$srv2" 2>/dev/null || true
 	if [[ -n $srv ]]; then
 		kill "$srv" 2>/dev/null || true
 		wait "$srv" 2>/dev/null || true
@@ -388,7 +390,7 @@ run_memcached() {
 		>"$tmp/memaslap.out" 2>&1 || die "ABORT: memaslap warm-up failed: $(tail -n3 "$tmp/memaslap.out")"
 	c0=$(cpu_ticks "$pid")
 	"${CLEAN[@]}" timeout $((seconds + 60)) "$memaslap_bin" -s "127.0.0.1:$port" -T "$mc_cthreads" -c "$mc_conc" \
-		-t "${seconds}s" >"$tmp/memaslap.out" 2>&1 || die "ABORT: memaslap failed: $(tail -n3 "$tmp/memaslap.out")"
+		-t "${seconds}s" -S "${seconds}s" >"$tmp/memaslap.out" 2>&1 || die "ABORT: memaslap failed: $(tail -n3 "$tmp/memaslap.out")"
 	c1=$(cpu_ticks "$pid")
 	stop_server "$pid"
 	res=$(parse_memaslap "$tmp/memaslap.out") || die "ABORT: cannot parse memaslap's output: $(tail -n5 "$tmp/memaslap.out")"
@@ -552,9 +554,10 @@ run_rocksdb() {
 		sleep 0.02
 	done
 	[[ -n $child ]] || die "ABORT: db_bench did not start: $(tail -n5 "$tmp/dbbench.out")"
+	srv2=$child
 	verify_preload "$child" "$dbbench_bin" "$c" db_bench
 	wait "$tpid" || rc=$?
-	srv=""
+	srv="" srv2=""
 	[[ $rc -eq 0 ]] || die "ABORT: db_bench $w ($c) failed (exit $rc): $(grep -v '^\.\.\.' "$tmp/dbbench.out" | tail -n5)"
 	res=$(parse_dbbench "$tmp/dbbench.out" "$w") || die "ABORT: cannot parse db_bench's output: $(tail -n5 "$tmp/dbbench.out")"
 	cpu=$(awk 'END { print $1 + $2 }' "$tmp/rocksdb/time")
