@@ -256,8 +256,8 @@ run_one() {
 		echo >&2
 		die "ABORT: $config $w threads=$t seed=$seed failed (exit $rc): ${line:-no output}"
 	fi
-	[[ $line =~ ops_per_sec=([0-9.]+) ]] || die "cannot parse elide-bench output: $line"
-	echo "${BASH_REMATCH[1]}"
+	[[ $line =~ ops_per_sec=([0-9.]+).*ops_per_cpu_sec=([0-9.]+) ]] || die "cannot parse elide-bench output: $line"
+	echo "${BASH_REMATCH[1]} ${BASH_REMATCH[2]}"
 }
 
 
@@ -273,6 +273,7 @@ sim_rows=$runtime_dir/sim-rows.md
 	echo
 	machine_lines
 	echo "- runs: $runs per configuration, interleaved; duration: $duration_ms ms per run; figure: median ops/s; ratios: $([[ $paired == yes ]] && echo "median of the rounds' ratios (--paired)" || echo "ratio of the medians")"
+	echo "- CPU per op: the process's CPU-seconds (every thread, user and system, spinning included) per operation, libelide's over plain's: above 1 costs more"
 	echo "- libelide: $lib"
 	echo "- floor: ${floor:-$floor_note} (a preload that only forwards each lock call to glibc)"
 	if [[ -n $lib_old ]]; then
@@ -282,8 +283,8 @@ sim_rows=$runtime_dir/sim-rows.md
 		echo "- simulated aborts (ELIDE_SIM_ABORT, second table): $sim_note"
 	fi
 	echo
-	head="| workload | threads | plain Mops/s | glibc-elision/plain | libelide/plain | libelide/glibc-elision | off/plain | stats on/off |"
-	rule="|---|---:|---:|---:|---:|---:|---:|---:|"
+	head="| workload | threads | plain Mops/s | glibc-elision/plain | libelide/plain | libelide/plain CPU per op | libelide/glibc-elision | off/plain | stats on/off |"
+	rule="|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 	if [[ -n $floor ]]; then
 		head+=" floor/plain | libelide/floor |"
 		rule+="---:|---:|"
@@ -310,14 +311,15 @@ cmp_ratio() {
 nconfigs=${#configs[@]}
 for w in $workloads; do
 	for t in $threads; do
-		declare -A results=()
+		declare -A results=() cpu_results=()
 		printf '%s: %s threads=%s:' "$prog" "$w" "$t" >&2
 		for ((r = 0; r < runs; r++)); do
 			# Rotate the starting config too, so none always runs first.
 			for ((k = 0; k < nconfigs; k++)); do
 				c=${configs[(r + k) % nconfigs]}
-				ops=$(run_one "$c" "$w" "$t" $((r + 1))) || exit 1
-				results[$c]+="$ops "
+				out=$(run_one "$c" "$w" "$t" $((r + 1))) || exit 1
+				results[$c]+="${out%% *} "
+				cpu_results[$c]+="${out##* } "
 			done
 			printf ' %d' $((r + 1)) >&2
 		done
@@ -325,9 +327,10 @@ for w in $workloads; do
 
 		plain=$(median <<<"${results[plain]}")
 		P=${results[plain]} G=${results[glibc-elision]} E=${results[libelide]}
-		row=$(printf '| %s | %s | %s | %s | %s | %s | %s | %s |' "$w" "$t" \
+		row=$(printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |' "$w" "$t" \
 			"$(awk -v p="$plain" 'BEGIN { printf "%.2f", p / 1e6 }')" \
-			"$(cmp_ratio "$G" "$P")" "$(cmp_ratio "$E" "$P")" "$(cmp_ratio "$E" "$G")" \
+			"$(cmp_ratio "$G" "$P")" "$(cmp_ratio "$E" "$P")" \
+			"$(cmp_ratio "${cpu_results[plain]}" "${cpu_results[libelide]}")" "$(cmp_ratio "$E" "$G")" \
 			"$(cmp_ratio "${results[libelide-off]}" "$P")" "$(cmp_ratio "$E" "${results[libelide-nostats]}")")
 		if [[ -n $floor ]]; then
 			row+=$(printf ' %s | %s |' "$(cmp_ratio "${results[floor]}" "$P")" "$(cmp_ratio "$E" "${results[floor]}")")

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -367,7 +368,7 @@ static void usage(FILE *f)
 		"       elide-bench --list | --help\n"
 		"\n"
 		"Runs one lock-heavy workload on ONE global pthread lock and prints one line:\n"
-		"  workload=W threads=N ops=TOTAL seconds=S ops_per_sec=X check=ok\n"
+		"  workload=W threads=N ops=TOTAL seconds=S ops_per_sec=X cpu_seconds=C ops_per_cpu_sec=Y check=ok\n"
 		"or, when the workload's invariant does not hold at the end:\n"
 		"  ... check=FAILED (why)\n"
 		"\n"
@@ -425,6 +426,18 @@ static int bad_arg(const char *opt, const char *val, const char *why)
 	return EXIT_USAGE;
 }
 
+/* CPU time of every thread of the process (user and system): what the
+ * operations cost in CPU, spinning included, whatever the wall clock. */
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return 0;
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+	       ru.ru_stime.tv_usec / 1e6;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -441,7 +454,7 @@ int main(int argc, char **argv)
 	struct timespec start, deadline, end;
 	struct worker *ws;
 	char msg[256];
-	double secs;
+	double secs, cpu, cpu_start;
 	int c, r;
 
 	opterr = 0;	/* our own messages, with exit status 2 */
@@ -551,6 +564,7 @@ int main(int argc, char **argv)
 		return EXIT_FAILURE;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &start);
+	cpu_start = cpu_seconds();
 
 	/* Absolute deadline: a signal that interrupts the sleep cannot stretch it. */
 	deadline = start;
@@ -576,6 +590,7 @@ int main(int argc, char **argv)
 		}
 	}
 	clock_gettime(CLOCK_MONOTONIC, &end);
+	cpu = cpu_seconds() - cpu_start;
 
 	for (unsigned i = 0; i < nthreads; i++) {
 		total += ws[i].ops;
@@ -583,8 +598,10 @@ int main(int argc, char **argv)
 	}
 	secs = ts_diff(&start, &end);
 
-	printf("workload=%s threads=%" PRIu64 " ops=%" PRIu64 " seconds=%.6f ops_per_sec=%.0f ",
-	       workloads[workload].name, nthreads, total, secs, secs > 0 ? (double)total / secs : 0.0);
+	printf("workload=%s threads=%" PRIu64 " ops=%" PRIu64 " seconds=%.6f ops_per_sec=%.0f cpu_seconds=%.6f "
+	       "ops_per_cpu_sec=%.0f ",
+	       workloads[workload].name, nthreads, total, secs, secs > 0 ? (double)total / secs : 0.0, cpu,
+	       cpu > 0 ? (double)total / cpu : 0.0);
 	if (check(ws, (unsigned)nthreads, total, msg, sizeof(msg)) < 0) {
 		printf("check=FAILED (%s)\n", msg);
 		return EXIT_FAILURE;
