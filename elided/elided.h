@@ -210,6 +210,7 @@ struct tracked_process {
 	/* Learning (learning.c): the program's identity, and the verdicts
 	 * of its earlier runs given to this one as hints (NULL, 0: none). */
 	char *learned_program;
+	uid_t learned_uid;           /* whose entries learned_program's run feeds */
 	struct elide_seg_hint *hints;
 	int64_t *hint_since;         /* per hint: since when (seconds since the Epoch) */
 	uint32_t nhints;
@@ -278,6 +279,7 @@ struct elided {
 	int state_dirfd;             /* -1: nothing is loaded or saved */
 	struct learned_store *learned;
 	bool learned_dirty, learned_save_failing;
+	uint64_t learned_changes;    /* puts and forgets: a .hints file to write */
 	uint64_t learned_saved_usec; /* CLOCK_MONOTONIC of the last save attempt */
 	int hints_dirfd;             /* RUNTIME/hints (hints.c), -1: none */
 	bool hints_acl_warned;
@@ -386,6 +388,8 @@ void elided_teach_file(struct elided *d, const char *name);
 void elided_teach_scan(struct elided *d);
 /* At adoption (and exec): p's program identity and its hints. */
 void elided_learning_adopt(struct elided *d, struct tracked_process *p);
+/* p's owner changed with no new segment (learning.c says when it is an exec). */
+void elided_learning_owner_changed(struct elided *d, struct tracked_process *p);
 /* The index of the "never" hint naming v, or -1. */
 int elided_learned_hint_of(const struct tracked_process *p, const struct lock_view *v);
 /* When v runs under a "never elide" verdict of the store: since when that

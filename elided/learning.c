@@ -284,6 +284,7 @@ static void learn_lock(struct elided *d, const struct run_owner *p, const struct
 		if (old && l->attempts >= ELIDED_LEARN_MIN_ATTEMPTS) {
 			learned_store_forget_lock(d->learned, p->uid, p->program, l->identity);
 			d->learned_dirty = true;
+			d->learned_changes++;
 		}
 		return;
 	}
@@ -306,6 +307,7 @@ static void learn_lock(struct elided *d, const struct run_owner *p, const struct
 		return;
 	}
 	d->learned_dirty = true;
+	d->learned_changes++;
 	if (!old || old->verdict != e.verdict)
 		log_debug("pid %d (%s): learned lock %s: %s (%" PRIu64 " attempts, %" PRIu64 " commits)", (int)p->pid,
 			  p->name, l->identity, e.verdict == LEARNED_NEVER ? "never elide" : "elides well",
@@ -316,9 +318,11 @@ static void learn_lock(struct elided *d, const struct run_owner *p, const struct
 static void learn_run(struct elided *d, const struct run_owner *owner, struct run *run)
 {
 	int64_t now = wall_seconds();
+	uint64_t changes = d->learned_changes;
 	size_t i, j;
 
-	qsort(run->locks, run->n, sizeof(*run->locks), cmp_run_lock);
+	if (run->n > 1)
+		qsort(run->locks, run->n, sizeof(*run->locks), cmp_run_lock);
 	for (i = 0; i < run->n; i = j) {
 		struct run_lock sum = run->locks[i];
 
@@ -332,7 +336,8 @@ static void learn_run(struct elided *d, const struct run_owner *owner, struct ru
 		learn_lock(d, owner, &sum, now);
 	}
 	/* The program's next runs read it in their constructor. */
-	elided_hints_write(d, owner->uid, owner->program);
+	if (d->learned_changes != changes)
+		elided_hints_write(d, owner->uid, owner->program);
 }
 
 /* Whether (pid, start_time) already taught, and remember it did. */
@@ -382,7 +387,7 @@ void elided_learn_from(struct elided *d, struct tracked_process *p, bool at_exit
 				break;
 		}
 	}
-	owner = (struct run_owner){ .uid = p->uid, .program = p->learned_program, .pid = p->pid,
+	owner = (struct run_owner){ .uid = p->learned_uid, .program = p->learned_program, .pid = p->pid,
 				    .name = tracked_process_name(p) };
 	learn_run(d, &owner, &run);
 	free(run.locks);
@@ -397,7 +402,7 @@ void elided_learn_from_teach(struct elided *d, uid_t uid, const char *program, p
 	const char *exe = program + 5, *ino = strstr(exe, ":ino="), *base;
 	char name[64];
 
-	if (p && p->start_time == start_time && p->uid == uid) {
+	if (p && p->start_time == start_time && p->learned_uid == uid) {
 		/* Tracked: this file is its exit's counters; its reaping
 		 * learns nothing more. */
 		if (p->taught)
@@ -499,6 +504,7 @@ void elided_learning_adopt(struct elided *d, struct tracked_process *p)
 		p->learned_program = NULL;
 		return;
 	}
+	p->learned_uid = p->uid;
 	learned_store_foreach_program(d->learned, p->uid, p->learned_program, count_entry, &known);
 	if (!known)
 		return;
@@ -519,6 +525,26 @@ void elided_learning_adopt(struct elided *d, struct tracked_process *p)
 	learned_store_foreach_program(d->learned, p->uid, p->learned_program, add_hint, &hb);
 	log_debug("pid %d (%s): %zu learned lock verdicts, %u given as hints", (int)p->pid, tracked_process_name(p),
 		  known, p->nhints);
+}
+
+/*
+ * p's owner changed while elided reads the same segment.  A process that
+ * drops privileges keeps its program: its new owner's verdicts come in.
+ * But a setuid exec changes the owner before its new image's segment
+ * arrives: /proc/PID/exe names another program then, and what the old
+ * image's segment still says belongs to the old program and owner, to be
+ * learned from when the new segment shows the exec.
+ */
+void elided_learning_owner_changed(struct elided *d, struct tracked_process *p)
+{
+	char *now = NULL;
+
+	if (p->learned_program && program_identity(p, &now) == 0 && strcmp(now, p->learned_program) != 0) {
+		free(now);
+		return;
+	}
+	free(now);
+	elided_learning_adopt(d, p);
 }
 
 /* The learned NEVER hint that names this view, or -1. */

@@ -974,7 +974,7 @@ static void owner_changed(struct elided *d, struct tracked_process *p, uid_t uid
 			v->daemon_off = false;
 		v->learned = VIEW_LEARNED_FOREIGN;
 	}
-	elided_learning_adopt(d, p);
+	elided_learning_owner_changed(d, p);
 	/* Logged within the unprivileged side's budget (elided_event): a
 	 * program toggling its euid must not flood the journal. */
 	ev = process_event(p, ELIDED_EVENT_OWNER_CHANGED);
