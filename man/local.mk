@@ -2,6 +2,11 @@
 dist_man_MANS += \
 	man/libelide.7 \
 	man/elided.8 \
+	man/org.elide.elided1.5 \
+	man/elide-learning.7 \
+	man/elided-events.7 \
+	man/elided-metrics.7 \
+	man/elide-security.7 \
 	man/elide.conf.5 \
 	man/elide-segment.5 \
 	man/elide.h.3 \
