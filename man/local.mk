@@ -1,6 +1,8 @@
 # Manual pages, and a test that lints them with groff.
 dist_man_MANS += \
 	man/libelide.7 \
+	man/libelide-options.7 \
+	man/libelide-semantics.7 \
 	man/elided.8 \
 	man/org.elide.elided1.5 \
 	man/elide-learning.7 \
