@@ -9,6 +9,7 @@ dist_man_MANS += \
 	man/elided-events.7 \
 	man/elided-metrics.7 \
 	man/elide-security.7 \
+	man/elidectl-json.7 \
 	man/elide.conf.5 \
 	man/elide-segment.5 \
 	man/elide.h.3 \
