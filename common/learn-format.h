@@ -21,8 +21,7 @@
  * hex digits; the identity itself is in the file and is compared whole.
  * A program is "path:EXE:ino=N:mtime=N" of /proc/self/exe, a lock
  * "MODULE+0xOFFSET" with a match saying whether the offset is the lock's
- * own (a static lock) or its call site's (a heap lock): elided(8),
- * LEARNING.
+ * own (a static lock) or its call site's (a heap lock): elide-learning(7).
  *
  * Who trusts what: a reader accepts a .teach file only when its owner is
  * the uid it is for (libelide: its own effective uid; elided: the uid in

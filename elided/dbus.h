@@ -23,7 +23,7 @@ struct tracked_process;
 #define ELIDED_ERROR_NOT_OBSERVING "org.elide.Error.NotObserving"
 
 /*
- * What one user can make elided hold on the bus (elided(8) lists them):
+ * What one user can make elided hold on the bus (elide-security(7) lists them):
  * subscriptions of one non-root uid...
  */
 #define ELIDED_MAX_SUBSCRIBERS_PER_UID 64u

@@ -527,7 +527,7 @@ static int write_file(struct elided *d, char *err, size_t errlen)
 		return r;
 	}
 	/* Every user's program paths are in it: root and daemon.metrics_group
-	 * read it, nobody else (elided(8)).  The mode whatever the umask. */
+	 * read it, nobody else (elided-metrics(7)).  The mode whatever the umask. */
 	if ((d->config->metrics_gid != (gid_t)-1 && fchown(fd, (uid_t)-1, d->config->metrics_gid) < 0) ||
 	    fchmod(fd, METRICS_MODE) < 0) {
 		r = -errno;

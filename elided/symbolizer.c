@@ -46,7 +46,7 @@ struct symreq {
 	struct elfsym_maps *maps;
 };
 
-/* Bounds (elided(8), "Threat model"). */
+/* Bounds (elide-security(7)). */
 #define SYMBOLIZER_MAX_CHILDREN 2u             /* at once, all uids */
 #define SYMBOLIZER_MAX_REQS 8192u              /* addresses per run: 4096 locks, 2 each */
 #define SYMBOLIZER_CHECK_USEC (1u * 1000000u)  /* a child's progress is looked at this often */
@@ -136,7 +136,7 @@ int elided_symbolizer_new(struct elided *d)
 	d->symbolizer = s;
 	/* Where the children look for separate debug files by build-id
 	 * (/usr/lib/debug unless set; the tests point it elsewhere).  Only
-	 * ever read as the target's user, one level deep (elided(8)). */
+	 * ever read as the target's user, one level deep (elide-security(7)). */
 	elfsym_set_debug_dir(getenv("ELIDE_DEBUG_DIR"));
 	return 0;
 }

@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Bounds (documented in elided(8)). */
+/* Bounds (documented in elide-security(7)). */
 #define SYMCACHE_UID_BYTES (2u << 20)          /* cached answers per uid */
 #define SYMBUDGET_WINDOW_NS (60ull * 1000000000ull)
 #define SYMBUDGET_RUNS 12u                     /* child runs per uid per window */

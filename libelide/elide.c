@@ -2553,7 +2553,7 @@ _public_ int __elide_active(void)
  * (the threads a disabled one creates inherit the state, so a per-thread
  * flag would need to follow thread creation).  Everything is then counted
  * as before, only waits and holds are not timed.  A program that makes the
- * system call with an instruction of its own goes unseen (libelide(7)).
+ * system call with an instruction of its own goes unseen (libelide-semantics(7)).
  */
 static void note_tsc_request(long option, unsigned long arg)
 {

@@ -392,7 +392,7 @@ void learn_init(const char *runtime_dir)
 		goto out;
 	learn.enabled = true;
 	learn.pid = getpid();
-	/* Verdicts only steer adaptive mode (elided(8), LEARNING). */
+	/* Verdicts only steer adaptive mode (elide-learning(7)). */
 	if (elide.opts.mode == ELIDE_MODE_ADAPTIVE)
 		s = load(rundir, hintsdir, st.st_uid);
 	if (elide.opts.verbose)
@@ -534,7 +534,7 @@ static void write_teach(struct exit_scratch *x, int rundir)
 		struct elide_learn_teach *out = &t[h->count];
 
 		if (!x->taught[i].lock.match)
-			continue; /* in no file: not learned (elided(8)) */
+			continue; /* in no file: not learned (elide-learning(7)) */
 		memset(out, 0, sizeof(*out));
 		out->lock = x->taught[i].lock;
 		out->acquired = __atomic_load_n(&e->stats[ELIDE_SEG_STAT_ACQUIRED], __ATOMIC_RELAXED);

@@ -181,7 +181,8 @@ for f in /usr/sbin/elided /usr/bin/elidectl /usr/lib/tmpfiles.d/elide.conf \
 	/usr/share/zsh/vendor-completions/_elidectl /usr/share/fish/vendor_completions.d/elidectl.fish; do
 	[ -f "$f" ] || fail "$f is not installed"
 done
-for page in elided.8 elidectl.1 elide.conf.5 libelide.7 elide.h.3; do
+for page in elided.8 elidectl.1 elide.conf.5 libelide.7 elide.h.3 org.elide.elided1.5 elide-learning.7 \
+	elide-security.7 elided-events.7 elided-metrics.7 elidectl-json.7 libelide-options.7 libelide-semantics.7; do
 	[ -e "/usr/share/man/man${page##*.}/$page.gz" ] || fail "man page $page is not installed"
 done
 dpkg-query -W -f='${Conffiles}\n' elide | grep -q '^ /etc/elide.conf ' &&
