@@ -19,8 +19,13 @@ __thread struct elide_thread self __attribute__((aligned(16)));
 
 /* The lock and unlock paths every program runs, together and at the same
  * place in a page in every build (bench/RESULTS.md); in the order of this
- * file (no_reorder), whatever else the file holds. */
+ * file, whatever else the file holds, where the compiler has no_reorder
+ * (GCC). */
+#if __has_attribute(no_reorder)
 #define _hot_path_ __attribute__((section(".text.elide_hot"), aligned(64), no_reorder))
+#else
+#define _hot_path_ __attribute__((section(".text.elide_hot"), aligned(64)))
+#endif
 __asm__(".pushsection .text.elide_hot,\"ax\",@progbits\n\t.balign 4096\n\t.popsection");
 
 _public_ _hot_path_ int pthread_mutex_lock(pthread_mutex_t *m)
