@@ -6,10 +6,11 @@
  * on the same lock (a program calling glibc through dlsym or the
  * __pthread_* aliases, pthread_cond_wait() relocking its mutex, or glibc's
  * rwlock functions for every case not done here).  The inline half is
- * here, inlined into the lock paths; the waits and the futex calls are in
- * glibc-protocol.c.  The layout of the words is glibc-abi.h's.
+ * here, inlined into the lock paths; the wait, the futex calls and a
+ * thread's first look at its id are in glibc-protocol.c.  The layout of
+ * the words is glibc-abi.h's.
  *
- * It mirrors, in glibc 2.28 .. 2.43 (checked against 2.36 by the models):
+ * It mirrors, in glibc 2.28 .. 2.43 (the models follow 2.36):
  *  - nptl/pthread_mutex_lock.c, pthread_mutex_trylock.c and
  *    pthread_mutex_unlock.c for a PTHREAD_MUTEX_TIMED_NP private mutex,
  *    with the lll_lock, lll_trylock and lll_unlock of lowlevellock.h and
@@ -20,9 +21,10 @@
  * Invariants (glibc's; every path here keeps them):
  *  - mutex __lock is 0 free, 1 held, 2 held with (possible) waiters; only
  *    a CAS 0 -> 1 or an exchange with 2 takes it, only the holder gives it
- *    back, by an exchange with 0 (a plain store while the process has one
- *    thread, as glibc), and an unlock that found 2 wakes one futex waiter;
- *    a waiter marks it 2 before it sleeps, and sleeps only while it is 2;
+ *    back, by an exchange with 0, and an unlock that found 2 wakes one
+ *    futex waiter; a waiter marks it 2 before it sleeps, and sleeps only
+ *    while it is 2; while the process has one thread, a load and a plain
+ *    store do for the CAS and the exchange (glibc's own shortcut);
  *  - the holder of a mutex writes its thread id (glibc's, from the thread
  *    descriptor) to __owner and counts itself in __nusers, and clears and
  *    uncounts them before it gives the word back;
@@ -39,7 +41,8 @@
  *  - none of it runs unless glibc_check_default_mutex() and
  *    glibc_check_default_rwlock() (glibc-check.c) saw this glibc write the
  *    words the same way, the next definitions are glibc's own (resolve.c),
- *    and glibc's own elision is off (elide.c, own_mutex_words_refused()).
+ *    glibc's own elision is off (elide.c, own_mutex_words_refused()) and
+ *    the mode is not off (set_path()).
  *
  * Modelled in libelide/model/own-mutex.pml and own-rwlock.pml (spin,
  * tests/model/check-model.sh): a change here changes them too.

@@ -214,7 +214,7 @@ static inline struct lock_local *local_of(const void *lock, const struct lock_re
 
 /*
  * The time-stamp counter, unless the program disabled it (prctl
- * PR_SET_TSC, seccomp's strict mode; see prctl() below): a read then
+ * PR_SET_TSC, seccomp's strict mode; see prctl(), sandbox.c): a read then
  * raises SIGSEGV, and glibc's lock paths never read it.  Callers treat 0
  * as "no clock".
  */
