@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * libelide internals shared by elide.c (the interposers), registry.c (lock
- * records and adaptation) and report.c (the exit report).
+ * libelide internals shared by its files: the lock paths (fastpath.c,
+ * mutex.c, rwlock.c, elision.c, ...; their own state is hotpath.h's),
+ * elide.c (start-up), registry.c (lock records and adaptation), segment.c,
+ * learn.c and report.c (the exit report).
  */
 #ifndef ELIDE_INTERNAL_H
 #define ELIDE_INTERNAL_H
@@ -112,7 +114,7 @@ struct lock_rec {
 	_Atomic uint8_t backoff_level; /* back-off doubles per persistent abort */
 	uint32_t ctl_applied;          /* entry.ctl_policy last applied */
 	_Atomic uint32_t next_free;    /* free-list link */
-	/* A default mutex's own skip count (elide.c, mutex_skip_length()):
+	/* A default mutex's own skip count (mutex.c, mutex_skip_length()):
 	 * written by the thread that holds the mutex, once per skip. */
 	_Atomic uint32_t skip_stamp;   /* TSC >> BURST_TSC_SHIFT when the last one was granted */
 	_Atomic uint32_t skip_span;    /* acquisitions left in the back-off span; 1 = probe due, 0 = new span */
@@ -130,8 +132,8 @@ struct elide_state {
 	 * eliding is impossible here for want of RTM alone (opts.watch). */
 	bool watch_instead;
 	/* Default mutexes are taken and given by libelide itself, with glibc's
-	 * protocol (elide.c, "a default mutex's words"); set once, in the
-	 * constructor, after glibc_check_default_mutex(). */
+	 * protocol (glibc-protocol.h, "a default mutex's words"); set once, in
+	 * the constructor, after glibc_check_default_mutex(). */
 	bool own_mutex_words;
 	bool own_rwlock_words;        /* the read side of default rwlocks, likewise */
 	/* What the start-up checks allow; the two above are these unless
@@ -286,7 +288,10 @@ void learn_fini(const char *runtime_dir) _hidden_;
 
 /* elide.c */
 void elide_set_mode(enum elide_mode mode) _hidden_;
+
+/* sandbox.c */
 void elide_clock_gettime(clockid_t clock, struct timespec *ts) _hidden_;
+void sandbox_check_inherited(void) _hidden_;
 
 static inline bool elide_sandboxed(void)
 {

@@ -169,7 +169,7 @@ const char *glibc_version_reason(const char *version, unsigned *major, unsigned 
 
 /*
  * The lock functions the probe calls: the ones libelide passes calls to
- * (elide.c's dlsym(RTLD_NEXT) table), not the __pthread_* aliases, which a
+ * (resolve.c's dlsym(RTLD_NEXT) table), not the __pthread_* aliases, which a
  * sanitizer runtime may intercept with nothing behind (ASan on glibc >= 2.34).
  */
 struct glibc_lock_fns {
@@ -210,7 +210,7 @@ const char *glibc_check_default_mutex(const struct glibc_lock_fns *fns, int tid)
  * count readers in __readers from bit 3 with nothing else written, and a
  * writer leaves the write phase (bit 0) that the next reader ends; else
  * what differs (libelide's read side: "the read side of a default rwlock"
- * in elide.c).
+ * in glibc-protocol.h).
  */
 const char *glibc_check_default_rwlock(const struct glibc_lock_fns *fns, int tid) _hidden_;
 

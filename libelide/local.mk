@@ -4,13 +4,23 @@ include_HEADERS += include/elide.h
 pkgconfig_DATA += include/elide.pc
 libelide_libelide_la_SOURCES = \
 	libelide/elide.c libelide/elide-internal.h \
+	libelide/api.c \
+	libelide/cond.c \
+	libelide/elision.c libelide/elision.h \
+	libelide/fastpath.c libelide/hotpath.h \
 	libelide/glibc-abi.h libelide/glibc-check.c \
+	libelide/glibc-protocol.c libelide/glibc-protocol.h \
 	libelide/learn.c \
+	libelide/mutex.c libelide/mutex.h \
 	libelide/rtm.h \
 	libelide/options.c libelide/options.h \
 	libelide/registry.c \
 	libelide/report.c \
-	libelide/segment.c
+	libelide/resolve.c libelide/resolve.h \
+	libelide/rwlock.c libelide/rwlock.h \
+	libelide/sandbox.c \
+	libelide/segment.c \
+	libelide/watch.c libelide/watch.h
 # -mrtm only enables the intrinsics; RTM instructions run only when hw.c said so.
 libelide_libelide_la_CPPFLAGS = $(AM_CPPFLAGS) -DELIDE_BUILDING_LIBELIDE
 libelide_libelide_la_CFLAGS = $(AM_CFLAGS) -mrtm -fvisibility=hidden -ftls-model=initial-exec

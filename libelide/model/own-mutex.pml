@@ -7,11 +7,13 @@
  * the others once (ITERS0, ITERS; all twice is 50M states, too many for
  * make check).
  *
- * Modelled from libelide/elide.c: mutex_words_take_word(),
- * mutex_lock_adaptive() and mutex_lock_skipping_own(), mutex_words_wait(),
- * mutex_words_give(), mutex_skip_use(), mutex_skip_settle(), and from glibc
- * 2.36: lll_lock, __lll_lock_wait_private, lll_cond_lock, lll_trylock and
- * lll_unlock.  A change to either side must change this file too.
+ * Modelled from libelide/glibc-protocol.h and glibc-protocol.c:
+ * mutex_words_take_word(), mutex_words_wait(), mutex_words_give(); from
+ * libelide/fastpath.c: mutex_lock_adaptive(); from libelide/mutex.c:
+ * mutex_lock_skipping_own(), mutex_skip_use(), mutex_skip_settle(); and
+ * from glibc 2.36: lll_lock, __lll_lock_wait_private, lll_cond_lock,
+ * lll_trylock and lll_unlock.  A change to either side must change this
+ * file too.
  *
  * Checked (tests/model/check-model.sh):
  *   safety    mutual exclusion (assert), the skip count written only by the

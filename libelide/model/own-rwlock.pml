@@ -5,8 +5,8 @@
  * threads, each reading or writing: thread 0 twice, the others once
  * (ITERS0, ITERS).
  *
- * Modelled from libelide/elide.c: rwlock_read_take(), rwlock_read_give()
- * and their callers real_rwlock_rdlock() and real_rwlock_unlock(); and from
+ * Modelled from libelide/glibc-protocol.h: rwlock_read_take(),
+ * rwlock_read_give() and their callers real_rwlock_rdlock() and real_rwlock_unlock(); and from
  * glibc 2.36 (nptl/pthread_rwlock_common.c): the read lock (fetch-add, a
  * read phase started from a write phase without a writer, the wait for the
  * hand-over on __wrphase_futex), the read unlock (the last reader hands

@@ -67,19 +67,19 @@
 #define LIB_SKIP 16             /* skip= */
 #define LIB_SKIP_MAX 65536      /* skip_max= */
 #define LIB_SAMPLE 64           /* sample=: real acquisitions counted 1 in 64 */
-/* libelide/elide.c BURST_MAX: a lock that is not elided now sends up to
+/* libelide/hotpath.h BURST_MAX: a lock that is not elided now sends up to
  * this many of a thread's acquisitions straight to glibc, counted when the
  * burst is granted (so counts may run ahead by less than that per thread;
  * bursts grow from 64 to this while they come back within a millisecond). */
 #define LIB_BURST_MAX 4096
-/* libelide/glibc-abi.h, elide.c: a default mutex that libelide locks
+/* libelide/glibc-abi.h, mutex.c: a default mutex that libelide locks
  * itself keeps its burst in the mutex instead, one for all threads, in the
  * two bytes glibc names __spins (GLIBC_MUTEX_SKIP_OFFSET), up to
  * BURST_MUTEX_MAX_SHIFT = 32768; counted when it starts, so the count runs
  * ahead by exactly what is left of it. */
 #define LIB_MUTEX_SKIP_OFFSET 20
 #define LIB_MUTEX_SKIP_MAX 32768
-/* libelide/elide.c: after STREAK_THROTTLE failed acquisitions in a row a
+/* libelide/hotpath.h, elision.c: after STREAK_THROTTLE failed acquisitions in a row a
  * thread makes one attempt per acquisition, counted 1 in THROTTLED_SAMPLE;
  * after STREAK_BACK_OFF an adaptive lock backs off. */
 #define LIB_STREAK_THROTTLE 2

@@ -13,7 +13,7 @@
 
 #include "glibc-abi.h"
 
-/* libelide passes elide.c's dlsym(RTLD_NEXT) table; without it, glibc's are the public names. */
+/* libelide passes resolve.c's dlsym(RTLD_NEXT) table; without it, glibc's are the public names. */
 static const struct glibc_lock_fns glibc_fns = {
 	.mutex_init = pthread_mutex_init,
 	.mutex_destroy = pthread_mutex_destroy,
