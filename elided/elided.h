@@ -396,20 +396,25 @@ int64_t elided_learned_since(const struct tracked_process *p, const struct lock_
  * (NULL or "": every program); *count says how many.  Saved at once. */
 int elided_forget_learned(struct elided *d, uid_t uid, const char *exe, size_t *count);
 
+/* process.c */
 struct tracked_process *elided_find_process(struct elided *d, pid_t pid);
+/* process-owner.c */
 /* Before a D-Bus call reads or steers p: its owner now (fresh from /proc,
  * not the cached one).  A change drops p's runtime overrides (logged,
  * pushed at once) and updates p->uid.  0, or -ESRCH when p is gone. */
 int elided_check_owner(struct elided *d, struct tracked_process *p);
+/* process-decisions.c */
 /* Mode or lock override from elidectl; lock NULL = whole process.  Pushes at once. */
 int elided_set_override(struct elided *d, struct tracked_process *p, const char *lock, enum policy_mode mode, uid_t caller,
 			char *err, size_t errlen);
 int elided_reset_override(struct elided *d, struct tracked_process *p, const char *lock, uid_t caller, char *err,
 			  size_t errlen);
+/* process-refresh.c */
 /* The current counters of p's locks, in view order; locks gone since the
  * last interval are left out.  *ret is freed by the caller. */
 int elided_read_lock_totals(struct elided *d, struct tracked_process *p, struct lock_totals **ret, size_t *n,
 			    char *err, size_t errlen);
+/* main.c */
 /* Re-read the configuration; on error keep the running one and fill err (file:line: what). */
 int elided_reload(struct elided *d, char *err, size_t errlen);
 /* One-line summary for STATUS= and GetStatus. */
