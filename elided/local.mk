@@ -9,7 +9,7 @@ elided_elided_SOURCES = \
 	elided/config.c elided/policy-config.h \
 	elided/discovery.c elided/discovery.h \
 	elided/futexwatch.c \
-	elided/dbus.c \
+	elided/dbus.c elided/dbus-internal.h elided/dbus-queue.c elided/dbus-methods.c elided/dbus-object.c \
 	elided/metrics.c elided/metrics.h \
 	elided/events.c elided/events.h
 elided_elided_CPPFLAGS = $(AM_CPPFLAGS) -DSYSCONFDIR=\"$(sysconfdir)\" -DLOCALSTATEDIR=\"$(localstatedir)\" -I$(srcdir)/elided \

@@ -59,7 +59,8 @@ tests_unit_test_discovery_CFLAGS = $(UNIT_CFLAGS) $(SYSTEMD_CFLAGS) $(LIBBPF_CFL
 	-I$(srcdir)/elided/bpf -I$(builddir)/elided/bpf
 tests_unit_test_discovery_LDADD = $(UNIT_LDADD) $(SYSTEMD_LIBS) $(LIBBPF_LIBS)
 
-tests_unit_test_dbus_SOURCES = tests/unit/test-dbus.c elided/dbus.c elided/dbus.h elided/lock-names.c \
+tests_unit_test_dbus_SOURCES = tests/unit/test-dbus.c elided/dbus.c elided/dbus.h elided/dbus-internal.h \
+	elided/dbus-queue.c elided/dbus-methods.c elided/dbus-object.c elided/lock-names.c \
 	elided/events.c elided/events.h elided/learned.c elided/learned.h
 tests_unit_test_dbus_CFLAGS = $(UNIT_CFLAGS) $(SYSTEMD_CFLAGS) -I$(top_srcdir)/elided -DTOP_SRCDIR=\"$(abs_top_srcdir)\"
 tests_unit_test_dbus_LDADD = $(UNIT_LDADD) $(SYSTEMD_LIBS) common/libelide-tools.la
