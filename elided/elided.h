@@ -12,6 +12,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "decide-lock.h"
 #include "log.h"
 #include "policy-config.h"
 #include "learn-format.h"
@@ -57,22 +58,10 @@ struct learned_store;
 /* A run says something about a lock only over this many attempts: the
  * rule is elide_learn_judge() (common/learn-format.h). */
 #define ELIDED_LEARN_MIN_ATTEMPTS ELIDE_LEARN_MIN_NEVER
-/* A lock given "never elide" from the store is probed again after this
- * many intervals, then with the daemon's own back-off (doubling to 64). */
-#define ELIDED_LEARNED_PROBE_INTERVALS 60u
+/* ELIDED_LEARNED_PROBE_INTERVALS: decide-lock.h */
 #define ELIDED_TAUGHT_RECENT 256u
 #define ELIDED_LEARNED_ID_MAX 96         /* "data:MODULE+0xOFFSET" */
 #define ELIDED_STATE_DIR_DEFAULT LOCALSTATEDIR "/lib/elide"
-
-/* lock_view.learned */
-enum {
-	VIEW_LEARNED_UNCHECKED = 0,  /* a new view: not yet compared with the hints */
-	VIEW_LEARNED_NONE = 1,       /* no learned decision in force */
-	VIEW_LEARNED_OFF = 2,        /* off from the store, until its probe */
-	VIEW_LEARNED_FOREIGN = 3,    /* the process changed owner: a learned
-				      * decision in the segment is the former
-				      * owner's, checked against the hints alone */
-};
 
 /*
  * How a lock is called: its name (elide.h name, else symbol, else
@@ -141,7 +130,7 @@ struct lock_view {
 	bool named;                  /* name set through elide.h: no need to look again */
 	bool rule_stale;             /* rule_mode needs computing (new lock, new name) */
 	bool sym_pending;            /* symbol names not looked up yet (symbolizer.c) */
-	uint8_t learned;             /* VIEW_LEARNED_* */
+	uint8_t learned;             /* VIEW_LEARNED_* (decide-lock.h) */
 };
 
 /* A lock's cumulative counters, read from its segment on request. */

@@ -3,7 +3,7 @@ sbin_PROGRAMS += elided/elided
 elided_elided_SOURCES = \
 	elided/main.c elided/elided.h \
 	elided/process.c elided/process-internal.h elided/process-refresh.c elided/process-decisions.c \
-	elided/process-owner.c elided/lock-names.c \
+	elided/process-owner.c elided/decide-lock.c elided/decide-lock.h elided/lock-names.c \
 	elided/symbolizer.c elided/symcache.c elided/symcache.h \
 	elided/learned.c elided/learned.h elided/learning.c elided/hints.c \
 	elided/config.c elided/policy-config.h \

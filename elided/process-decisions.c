@@ -1,53 +1,22 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Writing decisions: the pass over a process's locks (history sums, one
- * decision per lock, written into its entry), the control block at the
- * pass's end, the events they make, decisions a restarted daemon finds in
- * a segment, and the runtime overrides of elidectl.
+ * decision per lock by decide_lock(), written into its entry when it
+ * changed), the control block at the pass's end, the events they make,
+ * decisions a restarted daemon finds in a segment, and the runtime
+ * overrides of elidectl.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "decide-lock.h"
 #include "elide.h"
 #include "elided.h"
 #include "events.h"
 #include "log.h"
 #include "process-internal.h"
-
-/*
- * The daemon's long-window cut-off (libelide's own works over one
- * process's short memory): over at least min_aborts aborts, a lock whose
- * aborts exceed max_abort_ratio of its attempts is turned off, then probed
- * again after 1, 2, 4, ... 64 intervals.
- */
-static void long_window_adapt(const struct tracked_process *p, struct lock_view *v)
-{
-	const struct policy_knobs *k = &p->decision.knobs;
-	uint64_t min_aborts = k->min_aborts ? k->min_aborts : 1000;
-	double ratio = k->max_abort_ratio >= 0 ? k->max_abort_ratio : 0.5;
-
-	if (v->daemon_off) {
-		if (v->backoff_left > 0 && --v->backoff_left > 0)
-			return;
-		v->daemon_off = false; /* probe again */
-		v->window_aborts = v->window_attempts = 0;
-		return;
-	}
-	if (v->window_aborts < min_aborts)
-		return;
-	if ((double)v->window_aborts > ratio * (double)(v->window_attempts ? v->window_attempts : 1)) {
-		v->daemon_off = true;
-		v->backoff_intervals = v->backoff_intervals ? v->backoff_intervals * 2 : 1;
-		if (v->backoff_intervals > 64)
-			v->backoff_intervals = 64;
-		v->backoff_left = v->backoff_intervals;
-	} else if (v->backoff_intervals > 0) {
-		v->backoff_intervals /= 2;
-	}
-	v->window_aborts = v->window_attempts = 0;
-}
 
 static uint32_t seg_mode_of(enum policy_mode m)
 {
@@ -62,21 +31,6 @@ static uint32_t seg_mode_of(enum policy_mode m)
 		return ELIDE_SEG_MODE_WATCH;
 	default:
 		return ELIDE_SEG_MODE_NONE;
-	}
-}
-
-static uint32_t ctl_policy_of(enum policy_mode m)
-{
-	switch (m) {
-	case POLICY_MODE_ADAPTIVE:
-		return ELIDE_POLICY_ADAPTIVE + 1;
-	case POLICY_MODE_ON:
-		return ELIDE_POLICY_ALWAYS + 1;
-	case POLICY_MODE_OFF:
-	case POLICY_MODE_WATCH: /* a lock is watched whenever it is not elided */
-		return ELIDE_POLICY_NEVER + 1;
-	default:
-		return ELIDE_SEG_CTL_NONE;
 	}
 }
 
@@ -225,38 +179,36 @@ static void process_mode_event(struct elided *d, const struct tracked_process *p
 	elided_event(d, &ev, "pid %d (%s): mode %s (config: %s)", (int)p->pid, ev.exe, ev.mode, reason);
 }
 
-/*
- * A new view in adaptive mode: is it a lock the program's earlier runs
- * taught "never elide"?  Either libelide applied the hint when the lock was first
- * contended (its entry says so), or the lock was contended before the
- * hints arrived and the pass writes the decision now.  Off until the
- * probe, ELIDED_LEARNED_PROBE_INTERVALS away, then the daemon's back-off
- * goes on from 32 intervals.
- */
-static void check_learned(const struct tracked_process *p, enum policy_mode mode, struct lock_view *v)
+/* The part of v that decide_lock() carries from one interval to the next. */
+static struct lock_decide_state view_decide_state(const struct lock_view *v)
 {
-	bool applied = v->learned != VIEW_LEARNED_FOREIGN && v->ctl_source == ELIDE_SEG_SOURCE_LEARNED &&
-		       v->ctl_policy == ELIDE_POLICY_NEVER + 1;
+	return (struct lock_decide_state){
+		.window_aborts = v->window_aborts,
+		.window_attempts = v->window_attempts,
+		.backoff_intervals = v->backoff_intervals,
+		.backoff_left = v->backoff_left,
+		.daemon_off = v->daemon_off,
+		.learned = v->learned,
+	};
+}
 
-	v->learned = VIEW_LEARNED_NONE;
-	/* A mode the admin chose (a rule's "on" or "off", an override) is not
-	 * second-guessed by what was learned: the pass then writes NONE over a
-	 * hint libelide applied. */
-	if (mode != POLICY_MODE_ADAPTIVE || v->kind == ELIDE_SEG_KIND_OVERFLOW ||
-	    (!applied && elided_learned_hint_of(p, v) < 0))
-		return;
-	v->learned = VIEW_LEARNED_OFF;
-	v->daemon_off = true;
-	v->backoff_intervals = 32;
-	v->backoff_left = ELIDED_LEARNED_PROBE_INTERVALS;
+static void view_store_decide_state(struct lock_view *v, const struct lock_decide_state *st)
+{
+	v->window_aborts = st->window_aborts;
+	v->window_attempts = st->window_attempts;
+	v->backoff_intervals = st->backoff_intervals;
+	v->backoff_left = st->backoff_left;
+	v->daemon_off = st->daemon_off;
+	v->learned = st->learned;
 }
 
 /* One lock, while its view is in cache anyway. */
 void pass_lock(struct pass *ps, struct lock_view *v)
 {
 	struct tracked_process *p = ps->p;
-	enum policy_mode lm = POLICY_MODE_UNSET;
-	uint32_t want, source = ELIDE_SEG_SOURCE_NONE;
+	struct lock_decide_input in;
+	struct lock_decide_state st;
+	struct lock_decision dec;
 	char err[SEG_ERR_MAX];
 	int r;
 
@@ -266,7 +218,8 @@ void pass_lock(struct pass *ps, struct lock_view *v)
 	ps->sum.aborts_per_sec += v->rates[LOCK_RATE_ABORTS];
 	ps->sum.cycles_lost_per_sec += v->rates[LOCK_RATE_CYCLES_LOST];
 	/* Once per pass: a pass that reads again after a partial read (locks
-	 * came or went) must not count a back-off interval twice. */
+	 * came or went) must not count a back-off interval twice.  The
+	 * overflow entry stands for many locks: none is decided for. */
 	if (v->kind == ELIDE_SEG_KIND_OVERFLOW || v->decided_in == (uint32_t)p->refreshes)
 		return;
 	v->decided_in = (uint32_t)p->refreshes;
@@ -275,36 +228,28 @@ void pass_lock(struct pass *ps, struct lock_view *v)
 		v->rule_mode = (uint8_t)config_lock_mode(&p->decision, lock_name(v->nm), lock_function(v->nm));
 		v->rule_stale = false;
 	}
-	if (v->learned == VIEW_LEARNED_UNCHECKED || v->learned == VIEW_LEARNED_FOREIGN)
-		check_learned(p, ps->mode, v);
-	if (ps->mode == POLICY_MODE_ADAPTIVE && v->rule_mode == POLICY_MODE_UNSET && v->override == POLICY_MODE_UNSET)
-		long_window_adapt(p, v);
-	/* The store's verdict holds until its probe; then the daemon's own
-	 * back-off takes over. */
-	if (v->learned == VIEW_LEARNED_OFF && !v->daemon_off)
-		v->learned = VIEW_LEARNED_NONE;
+	in = (struct lock_decide_input){
+		.process_mode = ps->mode,
+		.rule_mode = (enum policy_mode)v->rule_mode,
+		.override = (enum policy_mode)v->override,
+		.ctl_policy = v->ctl_policy,
+		.ctl_source = v->ctl_source,
+		/* The hints are looked through only while decide_lock() reads
+		 * them: once per new view (or after a change of owner). */
+		.hinted_never = (v->learned == VIEW_LEARNED_UNCHECKED || v->learned == VIEW_LEARNED_FOREIGN) &&
+				p->nhints && elided_learned_hint_of(p, v) >= 0,
+		.min_aborts = p->decision.knobs.min_aborts,
+		.max_abort_ratio = p->decision.knobs.max_abort_ratio,
+	};
+	st = view_decide_state(v);
+	dec = decide_lock(&in, &st);
+	view_store_decide_state(v, &st);
 	/* Its back-off counts intervals: every pass must visit it. */
 	ps->daemon_off |= v->daemon_off;
-	if (ps->mode == POLICY_MODE_OFF) {
-		/* The process's off is the administrator's kill switch: libelide
-		 * forwards every call to glibc, whatever a lock's own policy
-		 * says.  No lock decision is written (one written before is
-		 * taken back), so none is claimed; they come back with
-		 * another process mode. */
-	} else if (v->override != POLICY_MODE_UNSET) {
-		lm = (enum policy_mode)v->override;
-		source = ELIDE_SEG_SOURCE_OVERRIDE;
-	} else if (v->rule_mode != POLICY_MODE_UNSET) {
-		lm = (enum policy_mode)v->rule_mode;
-		source = ELIDE_SEG_SOURCE_CONFIG;
-	} else if (v->daemon_off) {
-		lm = POLICY_MODE_OFF;
-		source = v->learned == VIEW_LEARNED_OFF ? ELIDE_SEG_SOURCE_LEARNED : ELIDE_SEG_SOURCE_ADAPTATION;
-	}
-	want = ctl_policy_of(lm);
-	if ((want == v->ctl_policy && source == v->ctl_source) || !pass_may_write(ps))
+	if (!dec.changed || !pass_may_write(ps))
 		return;
-	r = seg_write_lock_policy(ps->d->runtime_dirfd, p->seg_name, v->index, want, source, err, sizeof(err));
+	r = seg_write_lock_policy(ps->d->runtime_dirfd, p->seg_name, v->index, dec.ctl_policy, dec.source, err,
+				  sizeof(err));
 	if (r < 0) {
 		snprintf(p->last_error, sizeof(p->last_error), "%s", err);
 		log_uid(&ps->d->ratelimit, p->uid, write_problem_priority(r), "pid %d: cannot write a lock decision: %s",
@@ -312,9 +257,9 @@ void pass_lock(struct pass *ps, struct lock_view *v)
 		return;
 	}
 	ps->locks_written++;
-	lock_decision_event(ps->d, p, v, lm, source, v->ctl_source);
-	v->ctl_policy = (uint8_t)want;
-	v->ctl_source = (uint8_t)source;
+	lock_decision_event(ps->d, p, v, dec.mode, dec.source, v->ctl_source);
+	v->ctl_policy = (uint8_t)dec.ctl_policy;
+	v->ctl_source = (uint8_t)dec.source;
 }
 
 /* After the walk: the history point and the process's control block. */
