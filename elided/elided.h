@@ -12,6 +12,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "decide-lock.h"
 #include "log.h"
 #include "policy-config.h"
 #include "learn-format.h"
@@ -57,22 +58,10 @@ struct learned_store;
 /* A run says something about a lock only over this many attempts: the
  * rule is elide_learn_judge() (common/learn-format.h). */
 #define ELIDED_LEARN_MIN_ATTEMPTS ELIDE_LEARN_MIN_NEVER
-/* A lock given "never elide" from the store is probed again after this
- * many intervals, then with the daemon's own back-off (doubling to 64). */
-#define ELIDED_LEARNED_PROBE_INTERVALS 60u
+/* ELIDED_LEARNED_PROBE_INTERVALS: decide-lock.h */
 #define ELIDED_TAUGHT_RECENT 256u
 #define ELIDED_LEARNED_ID_MAX 96         /* "data:MODULE+0xOFFSET" */
 #define ELIDED_STATE_DIR_DEFAULT LOCALSTATEDIR "/lib/elide"
-
-/* lock_view.learned */
-enum {
-	VIEW_LEARNED_UNCHECKED = 0,  /* a new view: not yet compared with the hints */
-	VIEW_LEARNED_NONE = 1,       /* no learned decision in force */
-	VIEW_LEARNED_OFF = 2,        /* off from the store, until its probe */
-	VIEW_LEARNED_FOREIGN = 3,    /* the process changed owner: a learned
-				      * decision in the segment is the former
-				      * owner's, checked against the hints alone */
-};
 
 /*
  * How a lock is called: its name (elide.h name, else symbol, else
@@ -141,7 +130,7 @@ struct lock_view {
 	bool named;                  /* name set through elide.h: no need to look again */
 	bool rule_stale;             /* rule_mode needs computing (new lock, new name) */
 	bool sym_pending;            /* symbol names not looked up yet (symbolizer.c) */
-	uint8_t learned;             /* VIEW_LEARNED_* */
+	uint8_t learned;             /* VIEW_LEARNED_* (decide-lock.h) */
 };
 
 /* A lock's cumulative counters, read from its segment on request. */
@@ -401,20 +390,25 @@ int64_t elided_learned_since(const struct tracked_process *p, const struct lock_
  * (NULL or "": every program); *count says how many.  Saved at once. */
 int elided_forget_learned(struct elided *d, uid_t uid, const char *exe, size_t *count);
 
+/* process.c */
 struct tracked_process *elided_find_process(struct elided *d, pid_t pid);
+/* process-owner.c */
 /* Before a D-Bus call reads or steers p: its owner now (fresh from /proc,
  * not the cached one).  A change drops p's runtime overrides (logged,
  * pushed at once) and updates p->uid.  0, or -ESRCH when p is gone. */
 int elided_check_owner(struct elided *d, struct tracked_process *p);
+/* process-decisions.c */
 /* Mode or lock override from elidectl; lock NULL = whole process.  Pushes at once. */
 int elided_set_override(struct elided *d, struct tracked_process *p, const char *lock, enum policy_mode mode, uid_t caller,
 			char *err, size_t errlen);
 int elided_reset_override(struct elided *d, struct tracked_process *p, const char *lock, uid_t caller, char *err,
 			  size_t errlen);
+/* process-refresh.c */
 /* The current counters of p's locks, in view order; locks gone since the
  * last interval are left out.  *ret is freed by the caller. */
 int elided_read_lock_totals(struct elided *d, struct tracked_process *p, struct lock_totals **ret, size_t *n,
 			    char *err, size_t errlen);
+/* main.c */
 /* Re-read the configuration; on error keep the running one and fill err (file:line: what). */
 int elided_reload(struct elided *d, char *err, size_t errlen);
 /* One-line summary for STATUS= and GetStatus. */

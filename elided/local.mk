@@ -2,13 +2,14 @@
 sbin_PROGRAMS += elided/elided
 elided_elided_SOURCES = \
 	elided/main.c elided/elided.h \
-	elided/process.c elided/lock-names.c \
+	elided/process.c elided/process-internal.h elided/process-refresh.c elided/process-decisions.c \
+	elided/process-owner.c elided/decide-lock.c elided/decide-lock.h elided/lock-names.c \
 	elided/symbolizer.c elided/symcache.c elided/symcache.h \
 	elided/learned.c elided/learned.h elided/learning.c elided/hints.c \
 	elided/config.c elided/policy-config.h \
 	elided/discovery.c elided/discovery.h \
 	elided/futexwatch.c \
-	elided/dbus.c \
+	elided/dbus.c elided/dbus-internal.h elided/dbus-queue.c elided/dbus-methods.c elided/dbus-object.c \
 	elided/metrics.c elided/metrics.h \
 	elided/events.c elided/events.h
 elided_elided_CPPFLAGS = $(AM_CPPFLAGS) -DSYSCONFDIR=\"$(sysconfdir)\" -DLOCALSTATEDIR=\"$(localstatedir)\" -I$(srcdir)/elided \

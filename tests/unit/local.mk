@@ -3,8 +3,8 @@ if HAVE_CHECK
 UNIT_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -I$(top_srcdir)/libelide
 UNIT_LDADD = $(CHECK_LIBS)
 
-check_PROGRAMS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus tests/unit/test-symcache tests/unit/test-learned tests/unit/test-advice tests/unit/test-sparkline tests/unit/test-learn-format
-TESTS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus tests/unit/test-symcache tests/unit/test-learned tests/unit/test-advice tests/unit/test-sparkline tests/unit/test-learn-format
+check_PROGRAMS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus tests/unit/test-symcache tests/unit/test-learned tests/unit/test-advice tests/unit/test-sparkline tests/unit/test-learn-format tests/unit/test-decide-lock
+TESTS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus tests/unit/test-symcache tests/unit/test-learned tests/unit/test-advice tests/unit/test-sparkline tests/unit/test-learn-format tests/unit/test-decide-lock
 
 tests_unit_test_advice_SOURCES = tests/unit/test-advice.c elidectl/advice.c elidectl/advice.h
 tests_unit_test_advice_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/elidectl
@@ -38,6 +38,10 @@ tests_unit_test_learned_SOURCES = tests/unit/test-learned.c elided/learned.c eli
 tests_unit_test_learned_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/elided
 tests_unit_test_learned_LDADD = $(UNIT_LDADD)
 
+tests_unit_test_decide_lock_SOURCES = tests/unit/test-decide-lock.c elided/decide-lock.c elided/decide-lock.h
+tests_unit_test_decide_lock_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/elided
+tests_unit_test_decide_lock_LDADD = $(UNIT_LDADD)
+
 tests_unit_test_learn_format_SOURCES = tests/unit/test-learn-format.c common/learn-format.c common/learn-format.h
 tests_unit_test_learn_format_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_learn_format_LDADD = $(UNIT_LDADD)
@@ -59,7 +63,8 @@ tests_unit_test_discovery_CFLAGS = $(UNIT_CFLAGS) $(SYSTEMD_CFLAGS) $(LIBBPF_CFL
 	-I$(srcdir)/elided/bpf -I$(builddir)/elided/bpf
 tests_unit_test_discovery_LDADD = $(UNIT_LDADD) $(SYSTEMD_LIBS) $(LIBBPF_LIBS)
 
-tests_unit_test_dbus_SOURCES = tests/unit/test-dbus.c elided/dbus.c elided/dbus.h elided/lock-names.c \
+tests_unit_test_dbus_SOURCES = tests/unit/test-dbus.c elided/dbus.c elided/dbus.h elided/dbus-internal.h \
+	elided/dbus-queue.c elided/dbus-methods.c elided/dbus-object.c elided/lock-names.c \
 	elided/events.c elided/events.h elided/learned.c elided/learned.h
 tests_unit_test_dbus_CFLAGS = $(UNIT_CFLAGS) $(SYSTEMD_CFLAGS) -I$(top_srcdir)/elided -DTOP_SRCDIR=\"$(abs_top_srcdir)\"
 tests_unit_test_dbus_LDADD = $(UNIT_LDADD) $(SYSTEMD_LIBS) common/libelide-tools.la
