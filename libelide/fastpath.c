@@ -6,7 +6,7 @@
  * and pthread_rwlock_unlock().  They share one translation unit and the
  * section .text.elide_hot, which they alone fill, in the order of this
  * file (no_reorder): the order the compiler gave them when elide.c held
- * every lock path, and in which bench/RESULTS.md measured them.
+ * every lock path, and in which bench/results/2026-12-07-history.md measured them.
  * Everything they inline comes from headers (hotpath.h, glibc-protocol.h,
  * watch.h, mutex.h, rwlock.h); their slow paths are tail calls into
  * mutex.c and rwlock.c.
@@ -18,7 +18,7 @@
 __thread struct elide_thread self __attribute__((aligned(16)));
 
 /* The lock and unlock paths every program runs, together and at the same
- * place in a page in every build (bench/RESULTS.md); in the order of this
+ * place in a page in every build (bench/results/2026-12-07-history.md); in the order of this
  * file, whatever else the file holds, where the compiler has no_reorder
  * (GCC). */
 #if __has_attribute(no_reorder)

@@ -102,7 +102,7 @@ static inline void mutex_words_wait_score(bool won)
  * the lock's line and tries to take it once more: a short section is over
  * by then, and the waiter takes the lock without a futex sleep, and its
  * holder unlocks without a FUTEX_WAKE.  Spinning on loads instead took the
- * line from the holder and slowed everything down (bench/RESULTS.md).
+ * line from the holder and slowed everything down (bench/results/2026-12-07-history.md).
  * Only while the pauses pay (mutex_words_wait_pays()); wait_spins=0 waits
  * exactly as glibc does.
  * Modelled in libelide/model/own-mutex.pml: change both together.

@@ -60,7 +60,7 @@
  * A default mutex's words.  Every interposer adds a call between the
  * program's unlock and its next lock; on a short contended section that
  * hop decides who gets the lock next, and a preload that only forwards
- * each call to glibc costs 7-13% there by itself (bench/RESULTS.md, "the
+ * each call to glibc costs 7-13% there by itself (bench/results/2026-12-07-history.md, "the
  * interposition floor").  So a default mutex (private, __kind 0: what
  * PTHREAD_MUTEX_INITIALIZER and pthread_mutex_init(m, NULL) make) is taken
  * and given here, with the protocol glibc uses for it: __lock is 0 free,

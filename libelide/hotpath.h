@@ -142,7 +142,7 @@ struct elide_thread {
 	/* The burst of the lock granted one last (the hot lock): next to
 	 * depth, so its fast path reads one line of this thread's and
 	 * computes no slot (a third of what a backed-off contended lock
-	 * cost over a bare forwarding interposer, bench/RESULTS.md). */
+	 * cost over a bare forwarding interposer, bench/results/2026-12-07-history.md). */
 	uint32_t hot_burst;
 	uintptr_t hot_key;            /* its lock_key(), 0 = none */
 	unsigned attempt_count;       /* drives 1-in-16 abort timing */

@@ -22,7 +22,7 @@ struct wait_spec {
  * The fast path sees it on the line it is about to write and takes the
  * lock with nothing in between; the holder counts it down.  A look at the
  * thread's own burst before the compare-and-swap cost the 2-thread counter
- * a tenth of its speed on this guest (bench/RESULTS.md), a look at the
+ * a tenth of its speed on this guest (bench/results/2026-12-07-history.md), a look at the
  * mutex's line nothing measurable.  Its acquisitions were counted when the
  * skip was granted, and all of them are skipped by whichever threads come:
  * the count stays exact without a write to the record per acquisition.

@@ -16,7 +16,7 @@
  * sleep.  That costs every context switch a few loads, where the last
  * resort, the BTF raw tracepoints on every system call's entry and exit,
  * sends every system call of every process down the kernel's slow path
- * (bench/RESULTS.md: 15-30% on a futex-heavy benchmark).  futexwatch.c
+ * (bench/results/2026-12-07-history.md: 15-30% on a futex-heavy benchmark).  futexwatch.c
  * loads the first pair the kernel takes.  The word of a mutex is its first
  * field, so the word's address names the lock.
  * CO-RE: built once against vmlinux.h.
