@@ -313,6 +313,13 @@ bool elided_is_teach_name(const char *name)
 	return parse_teach_name(name, &uid) == 0;
 }
 
+static uid_t file_owner_of(struct elided *d, const char *name)
+{
+	struct stat st;
+
+	return fstatat(d->runtime_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? st.st_uid : (uid_t)-1;
+}
+
 static void refuse(struct elided *d, const char *name, uid_t owner, const char *why)
 {
 	log_uid(&d->ratelimit, owner, LOG_WARNING, "%s/%s: %s; removed, nothing learned from it", d->runtime_dir, name,
@@ -333,8 +340,12 @@ void elided_teach_file(struct elided *d, const char *name)
 	if (d->runtime_dirfd < 0 || parse_teach_name(name, &uid) < 0)
 		return;
 	fd = openat(d->runtime_dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0 && errno == ELOOP) {
+		refuse(d, name, file_owner_of(d, name), "a symbolic link");
+		return;
+	}
 	if (fd < 0)
-		return; /* gone already, or a link (O_NOFOLLOW): the scan's business */
+		return; /* gone already */
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
 		refuse(d, name, (uid_t)-1, "not a regular file");

@@ -203,6 +203,9 @@ printf 'ELTEACH1 but not what it should be' >"$rundir/.bad" && mv "$rundir/.bad"
 poll 30 logged "$stem.teach: 34 bytes, shorter than its header" &&
 	ok "a damaged .teach file is refused: $(grep -m1 "$stem.teach: 34 bytes" "$tmp/elided.log" | cut -c1-200)" ||
 	fail "damaged file: $(tail -n 3 "$tmp/elided.log")"
+ln -s /etc/passwd "$rundir/.link" && mv "$rundir/.link" "$rundir/$stem.teach"
+poll 30 logged "$stem.teach: a symbolic link; removed" && ok "a .teach symbolic link is refused and removed" ||
+	fail "a .teach symlink: $(ls -l "$rundir") $(tail -n 3 "$tmp/elided.log")"
 printf 'ELTEACH1 but not what it should be' >"$rundir/$stem.teach.x" && mv "$rundir/$stem.teach.x" "$rundir/$stem.teach" 2>/dev/null
 run damaged 300
 zero damaged && ok "a run beside a damaged .teach file still has its verdicts" ||
