@@ -341,6 +341,37 @@ static bool default_rwlock_is(const pthread_rwlock_t *rw, const pthread_rwlock_t
 #define RW_ONE_READER (1u << RW_READER_SHIFT)
 #define RW_WRPHASE 1u
 
+/* A rwlock preferring writers nonrecursively: __flags says so, and with no
+ * writer its reader registers and leaves as a default rwlock's does. */
+static const char *probe_writer_preferring_rwlock(const struct glibc_lock_fns *fns)
+{
+	pthread_rwlockattr_t attr;
+	pthread_rwlock_t rw, fresh;
+	const char *why = NULL;
+
+	if (pthread_rwlockattr_init(&attr) != 0 ||
+	    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP) != 0)
+		return "glibc probe: cannot make a rwlock attribute preferring writers nonrecursively";
+	memset(&rw, 0, sizeof(rw));
+	if (fns->rwlock_init(&rw, &attr) != 0) {
+		pthread_rwlockattr_destroy(&attr);
+		return "glibc probe: pthread_rwlock_init of a rwlock preferring writers failed";
+	}
+	pthread_rwlockattr_destroy(&attr);
+	fresh = rw;
+	if (rw.__data.__flags != PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP || !default_rwlock_is(&rw, &fresh, 0, 0))
+		why = "glibc probe: a new rwlock preferring writers nonrecursively does not have __flags 2 and "
+		      "__readers and __cur_writer 0";
+	else if (fns->rwlock_rdlock(&rw) != 0 || !default_rwlock_is(&rw, &fresh, RW_ONE_READER, 0))
+		why = "glibc probe: pthread_rwlock_rdlock of a free rwlock preferring writers does not leave one "
+		      "reader in __readers (bit 3) and nothing else changed";
+	else if (fns->rwlock_unlock(&rw) != 0 || !default_rwlock_is(&rw, &fresh, 0, 0))
+		why = "glibc probe: pthread_rwlock_unlock of the reader of a rwlock preferring writers does not "
+		      "leave __readers 0";
+	fns->rwlock_destroy(&rw);
+	return why;
+}
+
 const char *glibc_check_default_rwlock(const struct glibc_lock_fns *fns, int tid)
 {
 	pthread_rwlock_t rw, fresh;
@@ -372,5 +403,5 @@ const char *glibc_check_default_rwlock(const struct glibc_lock_fns *fns, int tid
 	else if (fns->rwlock_unlock(&rw) != 0 || !default_rwlock_is(&rw, &fresh, 0, 0))
 		why = "glibc probe: pthread_rwlock_unlock of that reader does not leave __readers 0";
 	fns->rwlock_destroy(&rw);
-	return why;
+	return why ? why : probe_writer_preferring_rwlock(fns);
 }

@@ -4,6 +4,7 @@
  * id, the futex calls and the wait for a held mutex (glibc-protocol.h says
  * what it mirrors and which invariants it keeps).
  */
+#include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -129,4 +130,68 @@ __attribute__((noinline)) int mutex_words_wait(pthread_mutex_t *m)
 	while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0)
 		futex_wait_private(word, 2);
 	return mutex_words_note_holder(m);
+}
+
+/* FUTEX_WAKE of every sleeper, private or shared as the rwlock is (glibc
+ * tells by __shared); raw, as futex_wake_one_private(). */
+static void futex_wake_all_rwlock(pthread_rwlock_t *rw, unsigned *word)
+{
+	long op = FUTEX_WAKE | (__atomic_load_n(&rw->__data.__shared, __ATOMIC_RELAXED) ? 0 : FUTEX_PRIVATE_FLAG);
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "0"((long)SYS_futex), "D"(word), "S"(op), "d"((long)INT_MAX)
+			 : "rcx", "r11", "memory");
+	(void)ret;
+}
+
+#define RWLOCK_ONE_READER (1u << RWLOCK_READER_SHIFT)
+#define RWLOCK_FUTEX_USED 2u /* in __wrphase_futex: someone may sleep on it */
+
+/*
+ * rwlock_read_take()'s fetch-add registered this thread as a reader (r is
+ * the word it left), but not in a read phase, or past the count glibc
+ * allows.  Every step below is one glibc's reader takes from the same
+ * state (glibc-protocol.h):
+ *  - an overflowing count: leave again while it overflows, EAGAIN;
+ *  - a write phase without a writer: start the read phase, and wake the
+ *    readers that wait for its hand-over (as glibc's reader does);
+ *  - a writer's write phase: leave again while it lasts, as glibc's reader
+ *    whose deadline has passed does, and wait in glibc's rdlock;
+ *  - a read phase handed over meanwhile: it is ours, once the writer has
+ *    finished handing it over (__wrphase_futex no longer 1).
+ * Modelled in libelide/model/own-rwlock.pml: change both together.
+ */
+__attribute__((noinline, cold)) int rwlock_read_registered_late(pthread_rwlock_t *rw, unsigned r)
+{
+	unsigned *word = &rw->__data.__readers;
+	unsigned *wrphase = &rw->__data.__wrphase_futex;
+
+	while (r >= RWLOCK_READER_OVERFLOW) {
+		if (__atomic_compare_exchange_n(word, &r, r - RWLOCK_ONE_READER, true, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			return EAGAIN;
+	}
+	if (!(r & RWLOCK_WRPHASE))
+		return 0;
+	while ((r & RWLOCK_WRPHASE) && !(r & RWLOCK_WRLOCKED)) {
+		if (__atomic_compare_exchange_n(word, &r, r ^ RWLOCK_WRPHASE, true, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED)) {
+			if (__atomic_exchange_n(wrphase, 0, __ATOMIC_RELAXED) & RWLOCK_FUTEX_USED)
+				futex_wake_all_rwlock(rw, wrphase);
+			return 0;
+		}
+	}
+	while (r & RWLOCK_WRPHASE) {
+		if (__atomic_compare_exchange_n(word, &r, r - RWLOCK_ONE_READER, true, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			return real.rwlock_rdlock(rw);
+	}
+	/* Registered in a read phase: no writer can start another while we
+	 * are counted, so it is ours. */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	while ((__atomic_load_n(wrphase, __ATOMIC_RELAXED) | RWLOCK_FUTEX_USED) == (1u | RWLOCK_FUTEX_USED))
+		_mm_pause();
+	return 0;
 }

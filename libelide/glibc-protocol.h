@@ -32,11 +32,12 @@
  *    trylock between a load and a store);
  *  - rwlock __readers counts readers from bit RWLOCK_READER_SHIFT up, with
  *    WRPHASE, WRLOCKED and RWAITING below; a reader is added here only in a
- *    read phase, below the overflow glibc refuses, and removed only when it
- *    is not the last reader that a writer or waiting readers need for the
- *    hand-over; each is one CAS that leaves the word as glibc's fetch-add or
- *    CAS would, and every other case (a write phase, a writer-preferring
- *    rwlock, the hand-over, the writer's own calls) is glibc's code, which
+ *    read phase (where writers are preferred, with no writer either), below
+ *    the overflow glibc refuses, and removed only when it is not the last
+ *    reader that a writer or waiting readers need for the hand-over; each
+ *    is one CAS that leaves the word as glibc's fetch-add or CAS would, and
+ *    every other case (a write phase, a writer that readers must let go
+ *    first, the hand-over, the writer's own calls) is glibc's code, which
  *    then runs from the same state;
  *  - none of it runs unless glibc_check_default_mutex() and
  *    glibc_check_default_rwlock() (glibc-check.c) saw this glibc write the
@@ -214,39 +215,79 @@ static inline int real_mutex_unlock(pthread_mutex_t *m)
  * and RWAITING (readers wait for that writer).  A reader that registers in
  * a read phase holds the lock; a reader that leaves is done unless it is
  * the last one and a writer or waiting readers need the hand-over.  Only
- * those two cases are done here, with one CAS each that leaves the word as
- * glibc's fetch-add or CAS would; everything else (a write phase, a
- * writer-preferring rwlock, the reader that must hand over, a thread that
- * holds the lock for writing, an overflowing count) goes to glibc, whose
- * code then runs from the same state.  Only where
- * glibc_check_default_rwlock() saw glibc write the word so.
- * Modelled in libelide/model/own-rwlock.pml: change both together.
+ * those two cases are done here, with glibc's own fetch-add and CAS on
+ * the word; everything else (a write phase seen before the add, a writer
+ * that waits on a rwlock preferring writers, the reader that must hand
+ * over, a thread that holds the lock for writing, an overflowing count)
+ * goes to glibc, whose code then runs from the same state.  A reader whose
+ * add found a write phase after all does what glibc's reader does then
+ * (glibc-protocol.c).  Only where glibc_check_default_rwlock() saw glibc
+ * write the word so.
+ *
+ * A rwlock that prefers writers nonrecursively (__flags 2) differs only in
+ * its reader's lock: glibc's reader waits while a writer waits or holds
+ * it, and otherwise registers with the same fetch-add.  So there the take
+ * also refuses WRLOCKED (and RWAITING, which only its readers set); the
+ * read unlock does not look at __flags in glibc, nor here.
+ * Modelled in libelide/model/own-rwlock.pml (the default kind): change
+ * both together.
  */
-static inline bool own_rwlock_read(const pthread_rwlock_t *rw)
+static inline bool own_rwlock_read(void)
 {
-	return __atomic_load_n(&elide.own_rwlock_words, __ATOMIC_RELAXED) &&
-	       __atomic_load_n(&rw->__data.__flags, __ATOMIC_RELAXED) != PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP;
+	return __atomic_load_n(&elide.own_rwlock_words, __ATOMIC_RELAXED);
 }
 
-/* Registers as a reader in a read phase; false (nothing written) otherwise. */
-static inline bool rwlock_read_take(pthread_rwlock_t *rw)
+int rwlock_read_registered_late(pthread_rwlock_t *rw, unsigned r) _hidden_;
+
+/* The bits of __readers that send a new reader to glibc: a write phase;
+ * where writers are preferred, also a writer (glibc's reader waits for
+ * it) and RWAITING (only that kind's readers set it). */
+static inline unsigned rwlock_read_refused(const pthread_rwlock_t *rw)
+{
+	if (unlikely(__atomic_load_n(&rw->__data.__flags, __ATOMIC_RELAXED) ==
+		     PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
+		return RWLOCK_WRPHASE | RWLOCK_WRLOCKED | RWLOCK_RWAITING;
+	return RWLOCK_WRPHASE;
+}
+
+/* May a reader that saw r register here?  A thread holding the lock for
+ * writing (glibc says EDEADLK to it) sees its own write phase, so goes to
+ * glibc without a look at __cur_writer: a writer holds the lock only in a
+ * write phase. */
+static inline bool rwlock_read_may_add(const pthread_rwlock_t *rw, unsigned r)
+{
+	return !(r & rwlock_read_refused(rw)) && r < RWLOCK_READER_OVERFLOW - (1u << RWLOCK_READER_SHIFT);
+}
+
+/*
+ * Registers as a reader with glibc's own fetch-add, after a look that
+ * rwlock_read_may_add() approved: pthread_rwlock_rdlock()'s answer.  A
+ * compare-and-swap would do without the look, but cost 10-17% of an
+ * uncontended rdlock and unlock (bench/RESULTS.md, "rwlock read side").
+ * A writer may start its write phase between the look and the add: then,
+ * as glibc's reader, rwlock_read_registered_late() answers.
+ */
+static inline int rwlock_read_add(pthread_rwlock_t *rw)
+{
+	unsigned r = __atomic_add_fetch(&rw->__data.__readers, 1u << RWLOCK_READER_SHIFT, __ATOMIC_ACQUIRE);
+
+	if (likely(!(r & RWLOCK_WRPHASE) && r < RWLOCK_READER_OVERFLOW))
+		return 0;
+	return rwlock_read_registered_late(rw, r);
+}
+
+/* The look and the add: -1 (nothing written, glibc's turn) where the look
+ * refuses, else pthread_rwlock_rdlock()'s answer. */
+static inline int rwlock_read_take(pthread_rwlock_t *rw)
 {
 	unsigned *word = &rw->__data.__readers;
-	unsigned r;
 
-	/* The CAS below writes this line: fetch it exclusive at once, or the
-	 * load fetches it shared and the CAS pays a second transfer. */
+	/* The add writes this line: fetch it exclusive at once, or the load
+	 * fetches it shared and the add pays a second transfer. */
 	prefetch_for_write(word);
-	r = __atomic_load_n(word, __ATOMIC_RELAXED);
-	/* A thread holding the lock for writing (glibc says EDEADLK to it)
-	 * sees its own write phase, so goes to glibc without a look at
-	 * __cur_writer: a writer holds the lock only in a write phase. */
-	while (!(r & RWLOCK_WRPHASE) && r < RWLOCK_READER_OVERFLOW - (1u << RWLOCK_READER_SHIFT)) {
-		if (__atomic_compare_exchange_n(word, &r, r + (1u << RWLOCK_READER_SHIFT), true, __ATOMIC_ACQUIRE,
-						__ATOMIC_RELAXED))
-			return true;
-	}
-	return false;
+	if (!rwlock_read_may_add(rw, __atomic_load_n(word, __ATOMIC_RELAXED)))
+		return -1;
+	return rwlock_read_add(rw);
 }
 
 /* Leaves as a reader when no hand-over is due; false (nothing written) when
@@ -274,14 +315,18 @@ static inline bool rwlock_read_give(pthread_rwlock_t *rw)
 
 static inline int real_rwlock_rdlock(pthread_rwlock_t *rw)
 {
-	if (own_rwlock_read(rw) && rwlock_read_take(rw))
-		return 0;
+	if (own_rwlock_read()) {
+		int ret = rwlock_read_take(rw);
+
+		if (likely(ret >= 0))
+			return ret;
+	}
 	return real.rwlock_rdlock(rw);
 }
 
 static inline int real_rwlock_unlock(pthread_rwlock_t *rw)
 {
-	if (own_rwlock_read(rw) && rwlock_read_give(rw))
+	if (own_rwlock_read() && rwlock_read_give(rw))
 		return 0;
 	return real.rwlock_unlock(rw);
 }

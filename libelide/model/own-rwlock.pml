@@ -5,8 +5,9 @@
  * threads, each reading or writing: thread 0 twice, the others once
  * (ITERS0, ITERS).
  *
- * Modelled from libelide/glibc-protocol.h: rwlock_read_take(),
- * rwlock_read_give() and their callers real_rwlock_rdlock() and real_rwlock_unlock(); and from
+ * Modelled from libelide/glibc-protocol.h: rwlock_read_take() (with
+ * glibc-protocol.c's rwlock_read_registered_late()), rwlock_read_give()
+ * and their callers real_rwlock_rdlock() and real_rwlock_unlock(); and from
  * glibc 2.36 (nptl/pthread_rwlock_common.c): the read lock (fetch-add, a
  * read phase started from a write phase without a writer, the wait for the
  * hand-over on __wrphase_futex), the read unlock (the last reader hands
@@ -31,7 +32,12 @@
  * Mutations (each must make a check fail):
  *   MUTATION_NO_HANDOVER  libelide's last reader leaves without handing over
  *                         to the waiting writer
- *   MUTATION_TAKE_WRPHASE libelide registers a reader in a write phase
+ *   MUTATION_TAKE_WRPHASE libelide's reader holds the lock whatever phase
+ *                         its fetch-add found
+ *   MUTATION_LATE_HOLD    ... or, having left the writer's phase again,
+ *                         holds it without glibc's wait
+ *   MUTATION_LATE_NO_WAKE the reader that starts a read phase after its
+ *                         fetch-add does not wake the readers waiting for it
  */
 
 #ifndef ITERS
@@ -98,15 +104,64 @@ inline futex_wake_one(f)
 	}
 }
 
-/* rwlock_read_take(): one CAS that registers a reader in a read phase;
- * false (nothing written) in a write phase. */
+/* rwlock_read_take(): a look; in a read phase glibc's fetch-add, which
+ * holds the lock if it left a read phase; else (a writer came between the
+ * look and the add) rwlock_read_registered_late(): start the read phase if
+ * no writer is there, else leave while the write phase lasts and wait in
+ * glibc's read lock, or, handed the read phase meanwhile, wait until the
+ * writer's hand-over is complete.  ok: the lock is held; false: nothing
+ * written, glibc's read lock is next. */
 inline elide_take()
 {
+	r = readers;
+	if
+	:: (r & WRPHASE) != 0 -> ok = false
+	:: else ->
+		atomic { readers = readers + ONE; r = readers };
 #ifdef MUTATION_TAKE_WRPHASE
-	atomic { r = readers; ok = true; readers = r + ONE }
+		ok = true;
 #else
-	atomic { r = readers; ok = ((r & WRPHASE) == 0); readers = (ok -> r + ONE : r) }
+		ok = ((r & WRPHASE) == 0);
 #endif
+		do
+		:: !ok && (r & WRPHASE) != 0 && (r & WRLOCKED) == 0 ->
+			atomic { ok = (readers == r); r = readers; readers = (ok -> r ^ WRPHASE : r) };
+			if
+			:: ok ->
+				atomic { old = wrphase_futex; wrphase_futex = 0 };
+				if
+#ifndef MUTATION_LATE_NO_WAKE
+				:: (old & USED) != 0 -> futex_wake_all(F_WRPHASE)
+#endif
+				:: else -> skip
+				fi
+			:: else -> skip
+			fi
+		:: else -> break
+		od;
+		if
+		:: !ok ->
+			do
+			:: (r & WRPHASE) != 0 ->
+				atomic { ok = (readers == r); r = readers; readers = (ok -> r - ONE : r) };
+				if
+				:: ok -> break
+				:: else -> skip
+				fi
+			:: else -> break
+			od;
+			if
+#ifdef MUTATION_LATE_HOLD
+			:: ok -> skip
+#else
+			:: ok -> glibc_rdlock()		/* left again: glibc's wait */
+#endif
+			:: else -> (wrphase_futex | USED) != (1 | USED)	/* ours, once handed over */
+			fi;
+			ok = true
+		:: else -> skip
+		fi
+	fi
 }
 
 /* rwlock_read_give(): one CAS that leaves as a reader, unless in a write

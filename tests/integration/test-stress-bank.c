@@ -4,7 +4,9 @@
  * audits by several threads.  The total never changes, so every audit made
  * under the lock and the final sum must see it exact.  Two variants: a
  * global mutex (taken by lock, trylock and timedlock), and a global rwlock
- * (readers audit, writers transfer).  Bounded by operation count.
+ * (readers audit, writers transfer), of the default kind and then one that
+ * prefers writers nonrecursively (whose readers wait for a waiting
+ * writer).  Bounded by operation count.
  */
 #include "testutil.h"
 
@@ -15,7 +17,9 @@
 
 static long accounts[NACCOUNTS];
 static pthread_mutex_t bank_m = PTHREAD_MUTEX_INITIALIZER;
-static pthread_rwlock_t bank_rw = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_rwlock_t bank_rw_default = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_rwlock_t bank_rw_writers;
+static pthread_rwlock_t *bank_rw = &bank_rw_default;
 static _Atomic long violations, audits, transfers;
 static long ops = OPS;
 
@@ -102,9 +106,9 @@ static void *rwlock_worker(void *arg)
 
 		if ((r >> 40) % 4 == 0) {
 			if ((r >> 48) & 1) {
-				check_ret(pthread_rwlock_rdlock(&bank_rw), 0);
+				check_ret(pthread_rwlock_rdlock(bank_rw), 0);
 			} else {
-				while ((ret = pthread_rwlock_tryrdlock(&bank_rw)) == EBUSY)
+				while ((ret = pthread_rwlock_tryrdlock(bank_rw)) == EBUSY)
 					sched_yield();
 				check_ret(ret, 0);
 			}
@@ -113,16 +117,16 @@ static void *rwlock_worker(void *arg)
 			my_audits++;
 		} else {
 			if ((r >> 48) & 1) {
-				check_ret(pthread_rwlock_wrlock(&bank_rw), 0);
+				check_ret(pthread_rwlock_wrlock(bank_rw), 0);
 			} else {
-				while ((ret = pthread_rwlock_trywrlock(&bank_rw)) == EBUSY)
+				while ((ret = pthread_rwlock_trywrlock(bank_rw)) == EBUSY)
 					sched_yield();
 				check_ret(ret, 0);
 			}
 			transfer(r);
 			my_transfers++;
 		}
-		check_ret(pthread_rwlock_unlock(&bank_rw), 0);
+		check_ret(pthread_rwlock_unlock(bank_rw), 0);
 	}
 	atomic_fetch_add(&audits, my_audits);
 	atomic_fetch_add(&transfers, my_transfers);
@@ -154,11 +158,20 @@ int main(void)
 {
 	test_start("test-stress-bank",
 		   "4 threads x 1000000 (ELIDE_TEST_OPS) random transfers/audits on 64 accounts "
-		   "under one mutex, then one rwlock: the total never changes");
+		   "under one mutex, then one rwlock of each kind: the total never changes");
 	ops = ops_per_thread();
 	printf("test-stress-bank: %d threads x %ld operations\n", NTHREADS, ops);
 	run("global mutex", mutex_worker);
 	run("global rwlock", rwlock_worker);
+
+	pthread_rwlockattr_t attr;
+	check_ret(pthread_rwlockattr_init(&attr), 0);
+	check_ret(pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP), 0);
+	check_ret(pthread_rwlock_init(&bank_rw_writers, &attr), 0);
+	check_ret(pthread_rwlockattr_destroy(&attr), 0);
+	bank_rw = &bank_rw_writers;
+	run("global rwlock preferring writers", rwlock_worker);
+	check_ret(pthread_rwlock_destroy(&bank_rw_writers), 0);
 	printf("test-stress-bank: PASS\n");
 	return 0;
 }

@@ -77,4 +77,11 @@ TESTS += tests/unit/test-glibc-check
 tests_unit_test_glibc_check_SOURCES = tests/unit/test-glibc-check.c libelide/glibc-check.c libelide/glibc-abi.h
 tests_unit_test_glibc_check_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_glibc_check_LDADD = $(UNIT_LDADD)
+
+# glibc-protocol.c's rwlock read side, driven against this glibc's rwlocks.
+check_PROGRAMS += tests/unit/test-rwlock-protocol
+TESTS += tests/unit/test-rwlock-protocol
+tests_unit_test_rwlock_protocol_SOURCES = tests/unit/test-rwlock-protocol.c libelide/glibc-protocol.c
+tests_unit_test_rwlock_protocol_CFLAGS = $(UNIT_CFLAGS)
+tests_unit_test_rwlock_protocol_LDADD = $(UNIT_LDADD)
 endif
