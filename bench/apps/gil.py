@@ -13,7 +13,9 @@
 #
 # Prints ONE line of key=value pairs:
 #   gil threads=T ops=N seconds=S ops_per_sec=R p50_us=.. p99_us=.. p999_us=..
-#       cpu_s=C preload=yes|no
+#       cpu_s=C preload=yes|no max_us=..
+# max_us is the longest single operation (timed like the others), i.e. the
+# longest any one thread waited for the GIL in the middle of an operation.
 # cpu_s is the process's user+system time (all threads, getrusage) over the
 # measured window, from the start barrier to the last thread's end; preload
 # says whether libelide.so is mapped into this process (/proc/self/maps).
@@ -106,7 +108,8 @@ def run(threads, ops):
         f"p50_us={percentile(allv, 50) / 1000:.2f} "
         f"p99_us={percentile(allv, 99) / 1000:.2f} "
         f"p999_us={percentile(allv, 99.9) / 1000:.2f} "
-        f"cpu_s={cpu:.4f} preload={'yes' if preloaded() else 'no'}"
+        f"cpu_s={cpu:.4f} preload={'yes' if preloaded() else 'no'} "
+        f"max_us={(allv[-1] if allv else 0) / 1000:.2f}"
     )
 
 
