@@ -51,6 +51,7 @@ enum workload {
 	WL_CAPACITY,
 	WL_SYSCALL,
 	WL_RWLOCK_90_10,
+	WL_RWLOCK_READ,
 	_WL_MAX,
 };
 
@@ -70,6 +71,8 @@ static const struct {
 		"getppid() syscall inside the lock, plus a counter increment" },
 	[WL_RWLOCK_90_10] = { "rwlock-90-10",
 		"hash table under a pthread_rwlock_t: 90% rdlock lookups, 10% wrlock updates" },
+	[WL_RWLOCK_READ] = { "rwlock-read",
+		"same table and rwlock, 100% rdlock lookups (readers share the lock word)" },
 };
 
 /* One node per cache line, so different keys never share a line. */
@@ -266,6 +269,18 @@ static inline void op_rwlock_90_10(struct worker *w)
 	pthread_rwlock_unlock(&rwlock);
 }
 
+static inline void op_rwlock_read(struct worker *w)
+{
+	uint64_t key = xorshift64(&w->rng) % HASH_KEYS;
+	struct node *n;
+
+	pthread_rwlock_rdlock(&rwlock);
+	n = hash_find(key);
+	if (n)
+		w->sink += n->value;
+	pthread_rwlock_unlock(&rwlock);
+}
+
 #define RUN_BATCH(op, w)					\
 	do {							\
 		for (unsigned _i = 0; _i < BATCH; _i++)		\
@@ -304,6 +319,9 @@ static void *worker_main(void *arg)
 		case WL_RWLOCK_90_10:
 			RUN_BATCH(op_rwlock_90_10, w);
 			break;
+		case WL_RWLOCK_READ:
+			RUN_BATCH(op_rwlock_read, w);
+			break;
 		default:
 			abort();
 		}
@@ -326,6 +344,7 @@ static int check(const struct worker *ws, unsigned n, uint64_t total, char *msg,
 	case WL_HASH_LOOKUP:
 	case WL_HASH_90_10:
 	case WL_RWLOCK_90_10:
+	case WL_RWLOCK_READ:
 		for (unsigned i = 0; i < n; i++)
 			incs += ws[i].increments;
 		for (unsigned i = 0; i < HASH_KEYS; i++)
