@@ -52,6 +52,7 @@ enum workload {
 	WL_SYSCALL,
 	WL_RWLOCK_90_10,
 	WL_RWLOCK_READ,
+	WL_RWLOCK_READ_WP,
 	_WL_MAX,
 };
 
@@ -73,6 +74,8 @@ static const struct {
 		"hash table under a pthread_rwlock_t: 90% rdlock lookups, 10% wrlock updates" },
 	[WL_RWLOCK_READ] = { "rwlock-read",
 		"same table and rwlock, 100% rdlock lookups (readers share the lock word)" },
+	[WL_RWLOCK_READ_WP] = { "rwlock-read-wp",
+		"rwlock-read on a rwlock of kind PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP" },
 };
 
 /* One node per cache line, so different keys never share a line. */
@@ -177,6 +180,21 @@ static int capacity_setup(void)
 		return -ENOMEM;
 	memset(capacity_buf, 0, CAPACITY_BYTES);
 	return 0;
+}
+
+/* The rwlock becomes one whose readers let a waiting writer go first. */
+static int rwlock_prefer_writers(void)
+{
+	pthread_rwlockattr_t attr;
+	int r;
+
+	r = pthread_rwlockattr_init(&attr);
+	if (r == 0)
+		r = pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	if (r == 0)
+		r = pthread_rwlock_init(&rwlock, &attr);
+	pthread_rwlockattr_destroy(&attr);
+	return -r;
 }
 
 /* Split one random word into a key and an update decision. */
@@ -320,6 +338,7 @@ static void *worker_main(void *arg)
 			RUN_BATCH(op_rwlock_90_10, w);
 			break;
 		case WL_RWLOCK_READ:
+		case WL_RWLOCK_READ_WP:
 			RUN_BATCH(op_rwlock_read, w);
 			break;
 		default:
@@ -345,6 +364,7 @@ static int check(const struct worker *ws, unsigned n, uint64_t total, char *msg,
 	case WL_HASH_90_10:
 	case WL_RWLOCK_90_10:
 	case WL_RWLOCK_READ:
+	case WL_RWLOCK_READ_WP:
 		for (unsigned i = 0; i < n; i++)
 			incs += ws[i].increments;
 		for (unsigned i = 0; i < HASH_KEYS; i++)
@@ -540,6 +560,11 @@ int main(int argc, char **argv)
 	case WL_COUNTER:
 	case WL_SYSCALL:
 		r = 0;
+		break;
+	case WL_RWLOCK_READ_WP:
+		r = rwlock_prefer_writers();
+		if (r == 0)
+			r = hash_setup(seed);
 		break;
 	default:
 		r = hash_setup(seed);
