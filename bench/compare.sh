@@ -317,9 +317,9 @@ for w in $workloads; do
 			# Rotate the starting config too, so none always runs first.
 			for ((k = 0; k < nconfigs; k++)); do
 				c=${configs[(r + k) % nconfigs]}
-				out=$(run_one "$c" "$w" "$t" $((r + 1))) || exit 1
-				results[$c]+="${out%% *} "
-				cpu_results[$c]+="${out##* } "
+				figures=$(run_one "$c" "$w" "$t" $((r + 1))) || exit 1
+				results[$c]+="${figures%% *} "
+				cpu_results[$c]+="${figures##* } "
 			done
 			printf ' %d' $((r + 1)) >&2
 		done

@@ -35,6 +35,7 @@ cmdline="bench/apps/run.sh"
 for a in "$@"; do cmdline+=" $(printf '%q' "$a")"; done
 
 all_programs="memcached mariadb rocksdb python"
+all_configs="plain default off watch0 simabort nospin"
 configs=(plain default off watch0 simabort)
 nproc=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 
@@ -70,6 +71,9 @@ Options:
   --out FILE          also write the report to FILE
   --raw DIR           write every run's figures to DIR/runs.tsv
   --quick             smoke test: --rounds 1 --seconds 1, a smaller RocksDB
+  --configs "LIST"    configurations to run, plain first (default
+                      "${configs[*]}"; also: nospin, the default with
+                      ELIDE=wait_spins=0: waiters sleep at once, as glibc's)
   -h, --help          show this help
 
 Progress goes to stderr, the report to stdout.  A run that fails, or a
@@ -87,6 +91,7 @@ while [[ $# -gt 0 ]]; do
 	--lib)		need_value "$@"; lib=$2; shift 2 ;;
 	--out)		need_value "$@"; out=$2; shift 2 ;;
 	--raw)		need_value "$@"; raw=$2; shift 2 ;;
+	--configs)	need_value "$@"; read -r -a configs <<<"$2"; shift 2 ;;
 	--quick)	quick=yes; shift ;;
 	-h|--help)	usage; exit 0 ;;
 	*)		usage_error "unknown argument '$1'" ;;
@@ -106,6 +111,10 @@ is_uint "$seconds" || usage_error "--seconds must be a positive integer, not '$s
 [[ -n ${threads// /} ]] || usage_error "--threads is empty"
 for t in $threads; do
 	is_uint "$t" || usage_error "--threads entries must be positive integers, not '$t'"
+done
+[[ ${configs[0]:-} == plain ]] || usage_error "--configs must start with plain (every ratio is to plain)"
+for c in "${configs[@]}"; do
+	[[ " $all_configs " == *" $c "* ]] || usage_error "unknown configuration '$c' (known: $all_configs)"
 done
 [[ -n ${programs// /} ]] || usage_error "--programs is empty"
 for p in $programs; do
@@ -174,6 +183,7 @@ set_env() {
 	off)		ENVV+=(ELIDE=mode=off) ;;
 	watch0)		ENVV+=(ELIDE=watch=0) ;;
 	simabort)	ENVV+=(ELIDE=mode=adaptive ELIDE_SIM_ABORT=0x6) ;;
+	nospin)		ENVV+=(ELIDE=wait_spins=0) ;;
 	*)		die "internal error: unknown config '$1'" ;;
 	esac
 }
@@ -616,7 +626,7 @@ run_python() {
 		die "ABORT: gil.py ($c) failed: $(tail -n5 "$tmp/gil.err")"
 	for f in $line; do [[ $f == *=* ]] && kv[${f%%=*}]=${f#*=}; done
 	case $c:${kv[preload]:-} in
-	plain:no | default:yes | off:yes | watch0:yes | simabort:yes) ;;
+	plain:no | default:yes | off:yes | watch0:yes | simabort:yes | nospin:yes) ;;
 	*) die "ABORT: gil.py ($c) reports preload=${kv[preload]:-?}: libelide.so is $([[ $c == plain ]] && echo "mapped in plain" || echo "NOT mapped: the preload did not take")" ;;
 	esac
 	record python "$w" "$t" "$r" "$c" "${kv[ops]}" "${kv[seconds]}" "${kv[p50_us]}" "${kv[p99_us]}" "${kv[p999_us]}" "${kv[cpu_s]}" \
@@ -732,8 +742,9 @@ elapsed=$(($(date +%s) - start_s))
 	echo "- command: \`$cmdline\`"
 	machine_lines
 	echo "- libelide: $lib"
-	echo "- configurations: plain (no preload); default (LD_PRELOAD, ELIDE unset); off (ELIDE=mode=off);"
-	echo "  watch0 (ELIDE=watch=0); simabort (ELIDE=mode=adaptive ELIDE_SIM_ABORT=0x6, $sim_note)"
+	echo "- configurations run: ${configs[*]}; plain (no preload); default (LD_PRELOAD, ELIDE unset); off (ELIDE=mode=off);"
+	echo "  watch0 (ELIDE=watch=0); simabort (ELIDE=mode=adaptive ELIDE_SIM_ABORT=0x6, $sim_note);"
+	echo "  nospin (ELIDE=wait_spins=0)"
 	echo "- rounds: $rounds, each running every configuration once, the first rotating; $seconds s per measured run;"
 	echo "  threads: $threads; wall time of the whole script: $((elapsed / 60)) min $((elapsed % 60)) s"
 	echo "- figures: median over rounds; ratios: median over rounds of config / plain in the same round;"
