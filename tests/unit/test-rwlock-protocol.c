@@ -199,9 +199,15 @@ START_TEST(late_waits_for_writer)
 
 	a.r = __atomic_add_fetch(&rw.__data.__readers, ONE, __ATOMIC_ACQUIRE);
 	ck_assert_int_eq(pthread_create(&rt, NULL, reader_late, &a), 0);
-	/* glibc's reader registers again and sleeps until the hand-over. */
-	while (__atomic_load_n(&rw.__data.__wrphase_futex, __ATOMIC_SEQ_CST) != (1u | 2u))
+	/* glibc's reader registers again and sleeps until the hand-over,
+	 * marking __wrphase_futex used (1 | 2); give it up to 2 s (under
+	 * Check's 4 s limit) to get there: whatever it does, it must not
+	 * return while the writer holds the lock. */
+	for (int i = 0; i < 2000; i++) {
+		if (__atomic_load_n(&rw.__data.__wrphase_futex, __ATOMIC_SEQ_CST) == (1u | 2u))
+			break;
 		usleep(1000);
+	}
 	ck_assert_uint_eq(readers_of(&rw), RWLOCK_WRPHASE | RWLOCK_WRLOCKED | ONE);
 	ck_assert_int_eq(__atomic_load_n(&a.ret, __ATOMIC_SEQ_CST), -1);
 
@@ -242,7 +248,7 @@ static void reader_beside_waiting_writer(int kind, int want)
 	ck_assert_int_eq(pthread_rwlock_rdlock(&rw), 0);
 	ck_assert_int_eq(pthread_create(&wt, NULL, writer_waits, &rw), 0);
 	while (!(readers_of(&rw) & RWLOCK_WRLOCKED))
-		usleep(1000);
+		usleep(1000); /* the writer's fetch-or, then its sleep */
 	ck_assert_int_eq(rwlock_read_take(&rw), want);
 	ck_assert_uint_eq(readers_of(&rw) >> RWLOCK_READER_SHIFT, want == 0 ? 2 : 1);
 	if (want == 0)
