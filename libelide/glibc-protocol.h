@@ -34,11 +34,12 @@
  *    WRPHASE, WRLOCKED and RWAITING below; a reader is added here only in a
  *    read phase (where writers are preferred, with no writer either), below
  *    the overflow glibc refuses, and removed only when it is not the last
- *    reader that a writer or waiting readers need for the hand-over; each
- *    is one CAS that leaves the word as glibc's fetch-add or CAS would, and
- *    every other case (a write phase, a writer that readers must let go
- *    first, the hand-over, the writer's own calls) is glibc's code, which
- *    then runs from the same state;
+ *    reader that a writer or waiting readers need for the hand-over, with
+ *    glibc's own fetch-add and CAS; a writer that comes between the look
+ *    and the add gets what glibc's reader does then; every other case (a
+ *    write phase, a writer that readers must let go first, the hand-over,
+ *    the writer's own calls) is glibc's code, which then runs from the
+ *    same state;
  *  - none of it runs unless glibc_check_default_mutex() and
  *    glibc_check_default_rwlock() (glibc-check.c) saw this glibc write the
  *    words the same way, the next definitions are glibc's own (resolve.c),
