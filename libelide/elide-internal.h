@@ -48,6 +48,8 @@ static inline uint16_t *rwlock_idx_ptr(pthread_rwlock_t *rw, bool write)
 #define RWLOCK_RWAITING 4u
 #define RWLOCK_READER_SHIFT 3
 #define RWLOCK_READER_OVERFLOW 0x80000000u /* glibc refuses a reader here: EAGAIN */
+#define RWLOCK_ONE_READER (1u << RWLOCK_READER_SHIFT)
+#define RWLOCK_FUTEX_USED 2u /* in __wrphase_futex: someone may sleep on it */
 
 enum lock_kind {
 	LOCK_KIND_MUTEX = 1,        /* values as enum elide_seg_kind */

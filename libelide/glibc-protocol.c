@@ -24,17 +24,23 @@ __attribute__((noinline, cold)) pid_t thread_tid_first(void)
 	return self.tid;
 }
 
-/* A raw FUTEX_WAKE: a libc call would set errno on failure, and glibc's
+/* A raw FUTEX_WAKE (op: FUTEX_WAKE, with or without FUTEX_PRIVATE_FLAG) of
+ * up to n sleepers: a libc call would set errno on failure, and glibc's
  * own unlock ignores the result too. */
-__attribute__((noinline)) void futex_wake_one_private(int *word)
+static inline void futex_wake_raw(void *word, long op, long n)
 {
 	long ret;
 
 	__asm__ volatile("syscall"
 			 : "=a"(ret)
-			 : "0"((long)SYS_futex), "D"(word), "S"((long)(FUTEX_WAKE | FUTEX_PRIVATE_FLAG)), "d"(1L)
+			 : "0"((long)SYS_futex), "D"(word), "S"(op), "d"(n)
 			 : "rcx", "r11", "memory");
 	(void)ret;
+}
+
+__attribute__((noinline)) void futex_wake_one_private(int *word)
+{
+	futex_wake_raw(word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1);
 }
 
 /* A raw FUTEX_WAIT for as long as *word is `value`: returns on a wake-up,
@@ -132,22 +138,14 @@ __attribute__((noinline)) int mutex_words_wait(pthread_mutex_t *m)
 	return mutex_words_note_holder(m);
 }
 
-/* FUTEX_WAKE of every sleeper, private or shared as the rwlock is (glibc
- * tells by __shared); raw, as futex_wake_one_private(). */
+/* Wakes every sleeper on one of the rwlock's futex words, private or
+ * shared as the rwlock is (glibc tells by __shared). */
 static void futex_wake_all_rwlock(pthread_rwlock_t *rw, unsigned *word)
 {
-	long op = FUTEX_WAKE | (__atomic_load_n(&rw->__data.__shared, __ATOMIC_RELAXED) ? 0 : FUTEX_PRIVATE_FLAG);
-	long ret;
+	bool shared = __atomic_load_n(&rw->__data.__shared, __ATOMIC_RELAXED) != 0;
 
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "0"((long)SYS_futex), "D"(word), "S"(op), "d"((long)INT_MAX)
-			 : "rcx", "r11", "memory");
-	(void)ret;
+	futex_wake_raw(word, FUTEX_WAKE | (shared ? 0 : FUTEX_PRIVATE_FLAG), INT_MAX);
 }
-
-#define RWLOCK_ONE_READER (1u << RWLOCK_READER_SHIFT)
-#define RWLOCK_FUTEX_USED 2u /* in __wrphase_futex: someone may sleep on it */
 
 /*
  * rwlock_read_take()'s fetch-add registered this thread as a reader (r is

@@ -257,7 +257,7 @@ static inline unsigned rwlock_read_refused(const pthread_rwlock_t *rw)
  * write phase. */
 static inline bool rwlock_read_may_add(const pthread_rwlock_t *rw, unsigned r)
 {
-	return !(r & rwlock_read_refused(rw)) && r < RWLOCK_READER_OVERFLOW - (1u << RWLOCK_READER_SHIFT);
+	return !(r & rwlock_read_refused(rw)) && r < RWLOCK_READER_OVERFLOW - RWLOCK_ONE_READER;
 }
 
 /*
@@ -270,7 +270,7 @@ static inline bool rwlock_read_may_add(const pthread_rwlock_t *rw, unsigned r)
  */
 static inline int rwlock_read_add(pthread_rwlock_t *rw)
 {
-	unsigned r = __atomic_add_fetch(&rw->__data.__readers, 1u << RWLOCK_READER_SHIFT, __ATOMIC_ACQUIRE);
+	unsigned r = __atomic_add_fetch(&rw->__data.__readers, RWLOCK_ONE_READER, __ATOMIC_ACQUIRE);
 
 	if (likely(!(r & RWLOCK_WRPHASE) && r < RWLOCK_READER_OVERFLOW))
 		return 0;
@@ -308,7 +308,7 @@ static inline bool rwlock_read_give(pthread_rwlock_t *rw)
 		if ((r & RWLOCK_WRPHASE) || readers == 0 ||
 		    (readers == 1 && (r & (RWLOCK_WRLOCKED | RWLOCK_RWAITING))))
 			return false;
-		if (__atomic_compare_exchange_n(word, &r, r - (1u << RWLOCK_READER_SHIFT), true, __ATOMIC_RELEASE,
+		if (__atomic_compare_exchange_n(word, &r, r - RWLOCK_ONE_READER, true, __ATOMIC_RELEASE,
 						__ATOMIC_RELAXED))
 			return true;
 	}

@@ -16,7 +16,9 @@
  *    for a default mutex, is done here exactly as glibc does it ("a default
  *    mutex's words", glibc-protocol.h);
  *  - nothing here allocates or takes a lock of ours on the lock/unlock
- *    paths, and the only syscall is glibc's own futex wake of a waiter.
+ *    paths, and the only syscalls are glibc's own futex wakes of waiters
+ *    (a mutex's, and a rwlock reader's that starts a read phase after a
+ *    writer, rwlock_read_registered_late()).
  */
 #ifndef ELIDE_HOTPATH_H
 #define ELIDE_HOTPATH_H

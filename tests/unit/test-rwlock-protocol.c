@@ -23,8 +23,6 @@ struct elide_state elide;
 struct real_fns real;
 __thread struct elide_thread self;
 
-#define ONE (1u << RWLOCK_READER_SHIFT)
-
 static unsigned readers_of(pthread_rwlock_t *rw)
 {
 	return __atomic_load_n(&rw->__data.__readers, __ATOMIC_SEQ_CST);
@@ -55,9 +53,9 @@ START_TEST(take_free_and_give)
 	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
 
 	ck_assert_int_eq(rwlock_read_take(&rw), 0);
-	ck_assert_uint_eq(readers_of(&rw), ONE);
+	ck_assert_uint_eq(readers_of(&rw), RWLOCK_ONE_READER);
 	ck_assert_int_eq(rwlock_read_take(&rw), 0);
-	ck_assert_uint_eq(readers_of(&rw), 2 * ONE);
+	ck_assert_uint_eq(readers_of(&rw), 2 * RWLOCK_ONE_READER);
 	ck_assert_int_eq(pthread_rwlock_trywrlock(&rw), EBUSY);
 	ck_assert(rwlock_read_give(&rw));
 	ck_assert(rwlock_read_give(&rw));
@@ -85,7 +83,7 @@ START_TEST(look_refuses_write_phase)
 	ck_assert_int_eq(rwlock_read_take(&rw), -1);
 	ck_assert_uint_eq(readers_of(&rw), RWLOCK_WRPHASE);
 	ck_assert_int_eq(pthread_rwlock_rdlock(&rw), 0);
-	ck_assert_uint_eq(readers_of(&rw), ONE);
+	ck_assert_uint_eq(readers_of(&rw), RWLOCK_ONE_READER);
 	ck_assert(rwlock_read_give(&rw));
 }
 END_TEST
@@ -95,9 +93,9 @@ START_TEST(look_refuses_overflow)
 {
 	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
 
-	rw.__data.__readers = RWLOCK_READER_OVERFLOW - ONE;
+	rw.__data.__readers = RWLOCK_READER_OVERFLOW - RWLOCK_ONE_READER;
 	ck_assert_int_eq(rwlock_read_take(&rw), -1);
-	ck_assert_uint_eq(readers_of(&rw), RWLOCK_READER_OVERFLOW - ONE);
+	ck_assert_uint_eq(readers_of(&rw), RWLOCK_READER_OVERFLOW - RWLOCK_ONE_READER);
 }
 END_TEST
 
@@ -111,9 +109,9 @@ START_TEST(late_starts_read_phase)
 	ck_assert_int_eq(pthread_rwlock_wrlock(&rw), 0);
 	ck_assert_int_eq(pthread_rwlock_unlock(&rw), 0);
 	ck_assert_uint_eq(readers_of(&rw), RWLOCK_WRPHASE);
-	r = __atomic_add_fetch(&rw.__data.__readers, ONE, __ATOMIC_ACQUIRE);
+	r = __atomic_add_fetch(&rw.__data.__readers, RWLOCK_ONE_READER, __ATOMIC_ACQUIRE);
 	ck_assert_int_eq(rwlock_read_registered_late(&rw, r), 0);
-	ck_assert_uint_eq(readers_of(&rw), ONE);
+	ck_assert_uint_eq(readers_of(&rw), RWLOCK_ONE_READER);
 	ck_assert_uint_eq(rw.__data.__wrphase_futex, 0);
 	ck_assert_int_eq(pthread_rwlock_trywrlock(&rw), EBUSY);
 	ck_assert_int_eq(pthread_rwlock_unlock(&rw), 0); /* glibc's reader unlock */
@@ -129,10 +127,10 @@ START_TEST(late_overflow)
 	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
 	unsigned r;
 
-	rw.__data.__readers = RWLOCK_READER_OVERFLOW - ONE;
-	r = __atomic_add_fetch(&rw.__data.__readers, ONE, __ATOMIC_ACQUIRE);
+	rw.__data.__readers = RWLOCK_READER_OVERFLOW - RWLOCK_ONE_READER;
+	r = __atomic_add_fetch(&rw.__data.__readers, RWLOCK_ONE_READER, __ATOMIC_ACQUIRE);
 	ck_assert_int_eq(rwlock_read_registered_late(&rw, r), EAGAIN);
-	ck_assert_uint_eq(readers_of(&rw), RWLOCK_READER_OVERFLOW - ONE);
+	ck_assert_uint_eq(readers_of(&rw), RWLOCK_READER_OVERFLOW - RWLOCK_ONE_READER);
 }
 END_TEST
 
@@ -141,9 +139,9 @@ START_TEST(late_handed_over)
 {
 	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
 
-	rw.__data.__readers = ONE; /* the writer's unlock handed it to us */
-	ck_assert_int_eq(rwlock_read_registered_late(&rw, RWLOCK_WRPHASE | RWLOCK_WRLOCKED | ONE), 0);
-	ck_assert_uint_eq(readers_of(&rw), ONE);
+	rw.__data.__readers = RWLOCK_ONE_READER; /* the writer's unlock handed it to us */
+	ck_assert_int_eq(rwlock_read_registered_late(&rw, RWLOCK_WRPHASE | RWLOCK_WRLOCKED | RWLOCK_ONE_READER), 0);
+	ck_assert_uint_eq(readers_of(&rw), RWLOCK_ONE_READER);
 	ck_assert(rwlock_read_give(&rw));
 	ck_assert_uint_eq(readers_of(&rw), 0);
 }
@@ -197,25 +195,25 @@ START_TEST(late_waits_for_writer)
 	ck_assert_int_eq(read(w.pipe_held[0], &c, 1), 1);
 	ck_assert_uint_eq(readers_of(&rw), RWLOCK_WRPHASE | RWLOCK_WRLOCKED);
 
-	a.r = __atomic_add_fetch(&rw.__data.__readers, ONE, __ATOMIC_ACQUIRE);
+	a.r = __atomic_add_fetch(&rw.__data.__readers, RWLOCK_ONE_READER, __ATOMIC_ACQUIRE);
 	ck_assert_int_eq(pthread_create(&rt, NULL, reader_late, &a), 0);
 	/* glibc's reader registers again and sleeps until the hand-over,
 	 * marking __wrphase_futex used (1 | 2); give it up to 2 s (under
 	 * Check's 4 s limit) to get there: whatever it does, it must not
 	 * return while the writer holds the lock. */
 	for (int i = 0; i < 2000; i++) {
-		if (__atomic_load_n(&rw.__data.__wrphase_futex, __ATOMIC_SEQ_CST) == (1u | 2u))
+		if (__atomic_load_n(&rw.__data.__wrphase_futex, __ATOMIC_SEQ_CST) == (1u | RWLOCK_FUTEX_USED))
 			break;
 		usleep(1000);
 	}
-	ck_assert_uint_eq(readers_of(&rw), RWLOCK_WRPHASE | RWLOCK_WRLOCKED | ONE);
+	ck_assert_uint_eq(readers_of(&rw), RWLOCK_WRPHASE | RWLOCK_WRLOCKED | RWLOCK_ONE_READER);
 	ck_assert_int_eq(__atomic_load_n(&a.ret, __ATOMIC_SEQ_CST), -1);
 
 	ck_assert_int_eq(write(w.pipe_go[1], "g", 1), 1);
 	ck_assert_int_eq(pthread_join(wt, NULL), 0);
 	ck_assert_int_eq(pthread_join(rt, NULL), 0);
 	ck_assert_int_eq(a.ret, 0);
-	ck_assert_uint_eq(readers_of(&rw), ONE);
+	ck_assert_uint_eq(readers_of(&rw), RWLOCK_ONE_READER);
 	ck_assert_int_eq(pthread_rwlock_trywrlock(&rw), EBUSY);
 	ck_assert(rwlock_read_give(&rw));
 	ck_assert_int_eq(pthread_rwlock_trywrlock(&rw), 0);
@@ -273,7 +271,7 @@ START_TEST(prefer_writer_free)
 
 	init_kind(&rw, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	ck_assert_int_eq(rwlock_read_take(&rw), 0);
-	ck_assert_uint_eq(readers_of(&rw), ONE);
+	ck_assert_uint_eq(readers_of(&rw), RWLOCK_ONE_READER);
 	ck_assert_int_eq(pthread_rwlock_trywrlock(&rw), EBUSY);
 	ck_assert(rwlock_read_give(&rw));
 	ck_assert_uint_eq(readers_of(&rw), 0);
