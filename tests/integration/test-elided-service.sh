@@ -44,7 +44,7 @@ NOTIFY_SOCKET="$tmp/notify" WATCHDOG_USEC=400000 JOURNAL_STREAM=8:12345 \
 	"$elided" --no-bus --config "$tmp/elide.conf" --runtime-dir "$tmp/run" 2>"$tmp/elided.err" &
 daemon=$!
 poll 10 grep -q "^READY=1" "$tmp/notify.log" && ok "READY=1" || fail "no READY=1"
-grep -q "^STATUS=.*processes with libelide" "$tmp/notify.log" && ok "STATUS= summary" || fail "no STATUS= line"
+poll 10 grep -q "^STATUS=.*processes with libelide" "$tmp/notify.log" && ok "STATUS= summary" || fail "no STATUS= line"
 poll 10 grep -q "^WATCHDOG=1" "$tmp/notify.log" && ok "WATCHDOG=1 with WATCHDOG_USEC set" || fail "no watchdog pings"
 kill -HUP "$daemon"
 poll 10 bash -c "grep -A3 '^RELOADING=1' '$tmp/notify.log' | grep -q '^READY=1'" && ok "SIGHUP: RELOADING=1 then READY=1" ||
