@@ -4,7 +4,7 @@ UNIT_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -I$(top_srcdir)/libelide
 UNIT_LDADD = $(CHECK_LIBS)
 
 check_PROGRAMS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus tests/unit/test-symcache tests/unit/test-learned tests/unit/test-advice tests/unit/test-sparkline tests/unit/test-learn-format tests/unit/test-decide-lock
-TESTS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus tests/unit/test-symcache tests/unit/test-learned tests/unit/test-advice tests/unit/test-sparkline tests/unit/test-learn-format tests/unit/test-decide-lock
+UNIT_TESTS += tests/unit/test-log tests/unit/test-options tests/unit/test-hw tests/unit/test-registry tests/unit/test-elfsym tests/unit/test-segment-reader tests/unit/test-config tests/unit/test-discovery tests/unit/test-dbus tests/unit/test-symcache tests/unit/test-learned tests/unit/test-advice tests/unit/test-sparkline tests/unit/test-learn-format tests/unit/test-decide-lock
 
 tests_unit_test_advice_SOURCES = tests/unit/test-advice.c elidectl/advice.c elidectl/advice.h
 tests_unit_test_advice_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/elidectl
@@ -73,15 +73,17 @@ endif
 # glibc-check.c: version verdicts and the probe, run against this glibc without LD_PRELOAD.
 if HAVE_CHECK
 check_PROGRAMS += tests/unit/test-glibc-check
-TESTS += tests/unit/test-glibc-check
+UNIT_TESTS += tests/unit/test-glibc-check
 tests_unit_test_glibc_check_SOURCES = tests/unit/test-glibc-check.c libelide/glibc-check.c libelide/glibc-abi.h
 tests_unit_test_glibc_check_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_glibc_check_LDADD = $(UNIT_LDADD)
 
 # glibc-protocol.c's rwlock read side, driven against this glibc's rwlocks.
 check_PROGRAMS += tests/unit/test-rwlock-protocol
-TESTS += tests/unit/test-rwlock-protocol
+UNIT_TESTS += tests/unit/test-rwlock-protocol
 tests_unit_test_rwlock_protocol_SOURCES = tests/unit/test-rwlock-protocol.c libelide/glibc-protocol.c
 tests_unit_test_rwlock_protocol_CFLAGS = $(UNIT_CFLAGS)
 tests_unit_test_rwlock_protocol_LDADD = $(UNIT_LDADD)
 endif
+
+TESTS += $(UNIT_TESTS)
