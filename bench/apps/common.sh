@@ -18,8 +18,6 @@ nproc=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 # The load generators and set-up steps run with none of libelide's variables.
 CLEAN=(env -u LD_PRELOAD -u ELIDE -u ELIDE_SIM_ABORT -u ELIDE_FAKE_NO_RTM -u ELIDE_RUNTIME_DIR -u GLIBC_TUNABLES)
 
-md_extra=()
-
 # check_selection: the --threads, --configs and --programs a script was
 # given ($threads, $configs, $programs against $all_configs and
 # $all_programs) are well-formed; a usage error otherwise.
@@ -91,7 +89,6 @@ verify_preload() {
 		[[ $config == plain ]] || die "ABORT: $what (pid $pid, config $config): libelide.so is NOT in /proc/$pid/maps: the preload did not take"
 	fi
 }
-
 
 # ---- packages -------------------------------------------------------------
 
@@ -182,8 +179,10 @@ mc_stat_pid() {
 
 md_rows=10000
 
-# md_args: mariadbd's options; the datadir is $md_datadir when set, and
-# md_extra (an array) is appended.
+md_extra=()
+
+# md_args: mariadbd's options; the datadir is $md_datadir when set (md_start
+# appends the array md_extra).
 md_args() {
 	local -a a=(--no-defaults --datadir="${md_datadir:-$tmp/mariadb/data}" --socket="$tmp/mariadb/sock"
 		--pid-file="$tmp/mariadb/pid" --skip-networking --log-error="$tmp/mariadb/err.log"

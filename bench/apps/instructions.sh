@@ -257,18 +257,24 @@ ops_for() {
 
 # ---- driver -----------------------------------------------------------------
 
+# Each count runs in a subshell, which has no EXIT trap of its own: a run
+# that dies there must not leave its server behind.
+stop_orphan() {
+	[[ -z $srv ]] || kill "$srv" 2>/dev/null || true
+}
+
 ran=0
 for p in $programs; do
 	log "=== $p ==="
 	"setup_$p" || continue
 	for w in $workloads; do
-		n=$(ops_for "$p" "$w")
+		base=$(ops_for "$p" "$w")
 		for t in $threads; do
 			# n operations must split evenly over t threads
-			n=$(((n + t - 1) / t * t))
+			n=$(((base + t - 1) / t * t))
 			for c in "${configs[@]}"; do
-				i1=$("count_$p" "$w" "$t" "$c" "$n")
-				i3=$("count_$p" "$w" "$t" "$c" $((3 * n)))
+				i1=$(trap stop_orphan EXIT; "count_$p" "$w" "$t" "$c" "$n")
+				i3=$(trap stop_orphan EXIT; "count_$p" "$w" "$t" "$c" $((3 * n)))
 				per=$(awk -v a="$i1" -v b="$i3" -v n="$n" 'BEGIN { printf "%.1f", (b - a) / (2 * n) }')
 				log "$(printf '%-9s %-17s t=%-3s %-8s N=%-7s %14s / %14s instructions: %10s per op' \
 					"$p" "$w" "$t" "$c" "$n" "$i1" "$i3" "$per")"
