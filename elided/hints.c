@@ -32,8 +32,6 @@
 #include "macros.h"
 
 #define TEACH_SCAN_MAX 256u          /* .teach files folded in by one scan */
-#define PROBE_BASE_SEC 60            /* a "never" verdict is probed again after 60 s, 120 s, ... */
-#define PROBE_MAX_SHIFT 10           /* ... at most 60 s << 10 (17 hours) apart */
 
 /* ---- the folder ------------------------------------------------------- */
 
@@ -132,17 +130,6 @@ struct hints_build {
 	struct elide_learn_hint hints[ELIDE_LEARN_MAX_HINTS];
 };
 
-/* When a "never" verdict is tried again: 60 s after it was last confirmed,
- * doubling with every run that confirmed it. */
-static int64_t probe_at(const struct learned_entry *e)
-{
-	uint32_t shift = e->runs > 1 ? e->runs - 1 : 0;
-
-	if (shift > PROBE_MAX_SHIFT)
-		shift = PROBE_MAX_SHIFT;
-	return e->last_updated + ((int64_t)PROBE_BASE_SEC << shift);
-}
-
 static int add_hint(uid_t uid, const char *program, const char *lock, const struct learned_entry *e, void *userdata)
 {
 	struct hints_build *b = userdata;
@@ -157,7 +144,7 @@ static int add_hint(uid_t uid, const char *program, const char *lock, const stru
 	if (elide_learn_lock_parse(lock, &h->lock) < 0)
 		return 0;
 	h->verdict = e->verdict == LEARNED_NEVER ? ELIDE_LEARN_NEVER : ELIDE_LEARN_ELIDES;
-	h->until = e->verdict == LEARNED_NEVER ? probe_at(e) : 0;
+	h->until = learned_entry_probe_at(e);
 	b->header.count++;
 	return 0;
 }

@@ -99,6 +99,25 @@ struct learned_store {
 	uint64_t seq;
 };
 
+int64_t learned_entry_probe_at(const struct learned_entry *e)
+{
+	uint32_t shift = e->runs > 1 ? e->runs - 1 : 0;
+	int64_t hold;
+
+	if (e->verdict != LEARNED_NEVER)
+		return 0;
+	if (shift > LEARNED_PROBE_MAX_SHIFT)
+		shift = LEARNED_PROBE_MAX_SHIFT;
+	hold = (int64_t)LEARNED_PROBE_BASE_SEC << shift;
+	/* A store may say any LAST up to 2^63-1. */
+	return e->last_updated > INT64_MAX - hold ? INT64_MAX : e->last_updated + hold;
+}
+
+bool learned_entry_holds(const struct learned_entry *e, int64_t now)
+{
+	return e->verdict != LEARNED_NEVER || learned_entry_probe_at(e) > now;
+}
+
 int learned_store_new(size_t per_uid_cap, size_t total_cap, struct learned_store **ret)
 {
 	struct learned_store *s;

@@ -80,6 +80,22 @@ struct learned_entry {
 	int64_t last_updated;                  /* seconds since the Epoch: the last put */
 };
 
+/* A "never" verdict holds for LEARNED_PROBE_BASE_SEC after the run that last
+ * confirmed it, doubling with every run that confirmed it, at most
+ * LEARNED_PROBE_BASE_SEC << LEARNED_PROBE_MAX_SHIFT (17 hours). */
+#define LEARNED_PROBE_BASE_SEC 60
+#define LEARNED_PROBE_MAX_SHIFT 10
+
+/* When e's verdict is tried again, in seconds since the Epoch: its hold's
+ * end for a "never" (saturated at INT64_MAX), 0 for "elides" (never
+ * tried again: it costs nothing when it goes wrong, libelide backs off). */
+int64_t learned_entry_probe_at(const struct learned_entry *e);
+
+/* Whether e still holds at now: an "elides", or a "never" whose hold is
+ * not over.  A verdict that no longer holds is withdrawn so that the next
+ * run probes the lock and confirms it or not. */
+bool learned_entry_holds(const struct learned_entry *e, int64_t now);
+
 struct learned_store;
 
 /* 1 <= per_uid_cap <= total_cap <= LEARNED_TOTAL_CAP_MAX, else -EINVAL. */

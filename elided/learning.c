@@ -461,6 +461,11 @@ static int add_hint(uid_t uid, const char *program, const char *lock, const stru
 	(void)program;
 	if (p->nhints >= ELIDE_SEG_MAX_HINTS)
 		return 1;
+	/* A "never" whose hold is over is withdrawn, as in the .hints file:
+	 * this run probes the lock, and its exit confirms the verdict or not.
+	 * Given here, it would turn the lock off before a short run tried it. */
+	if (!learned_entry_holds(e, hb->now))
+		return 0;
 	if (lock_address(p->maps, lock, &match, &addr) < 0)
 		return 0; /* a module this run does not map (yet) */
 	h = &p->hints[p->nhints];

@@ -372,6 +372,33 @@ static const char *lk(unsigned i)
 	return buf;
 }
 
+/* A "never" holds 60 s after its last confirming run, doubling per run up
+ * to 17 h; "elides" always holds; a LAST near the end of time saturates. */
+START_TEST(test_probe_hold)
+{
+	struct learned_entry e = { .verdict = LEARNED_NEVER, .runs = 1, .last_updated = 1000 };
+
+	ck_assert_int_eq(learned_entry_probe_at(&e), 1060);
+	ck_assert(learned_entry_holds(&e, 1059));
+	ck_assert(!learned_entry_holds(&e, 1060));
+	e.runs = 0;
+	ck_assert_int_eq(learned_entry_probe_at(&e), 1060);
+	e.runs = 2;
+	ck_assert_int_eq(learned_entry_probe_at(&e), 1120);
+	e.runs = 11;
+	ck_assert_int_eq(learned_entry_probe_at(&e), 1000 + 60 * 1024);
+	e.runs = UINT32_MAX;
+	ck_assert_int_eq(learned_entry_probe_at(&e), 1000 + 60 * 1024);
+	e.last_updated = INT64_MAX - 5;
+	ck_assert_int_eq(learned_entry_probe_at(&e), INT64_MAX);
+	ck_assert(learned_entry_holds(&e, INT64_MAX - 1));
+	e.verdict = LEARNED_ELIDES;
+	e.last_updated = 1000;
+	ck_assert_int_eq(learned_entry_probe_at(&e), 0);
+	ck_assert(learned_entry_holds(&e, INT64_MAX));
+}
+END_TEST
+
 START_TEST(test_per_uid_cap_evicts_own_oldest)
 {
 	struct learned_store *s = store_new(4, 100);
@@ -908,6 +935,7 @@ static Suite *learned_suite(void)
 	tcase_add_test(te, test_put_refuses);
 	tcase_add_test(te, test_forget);
 	tcase_add_test(te, test_foreach_order);
+	tcase_add_test(te, test_probe_hold);
 	suite_add_tcase(s, te);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_per_uid_cap_evicts_own_oldest);
