@@ -88,9 +88,9 @@ static inline void hot_grant(struct lock_local *l, uint32_t n)
 {
 	if (self.hot_key != l->key) {
 		if (self.hot_key) {
-			struct lock_local *old = local_slot((const void *)(self.hot_key & ~(uintptr_t)1), self.hot_key & 1);
+			struct lock_local *old = local_find((const void *)(self.hot_key & ~(uintptr_t)1), self.hot_key & 1);
 
-			if (old->key == self.hot_key)
+			if (old)
 				old->burst = self.hot_burst;
 		}
 		self.hot_key = l->key;
@@ -317,8 +317,12 @@ bool tracked_acquire(void *lock, struct lock_rec *rec, enum elide_op op)
 		if (l->skip_left == 0 || l->skip_left > (uint32_t)gate) {
 			/* A new span: when a probe turns elision back on, this
 			 * thread starts throttled, so a lock that still fails
-			 * backs off again after a few cheap attempts. */
-			l->skip_left = (uint32_t)gate;
+			 * backs off again after a few cheap attempts.  A slot
+			 * just taken over resumes at a random point: restarting
+			 * at the full span each time would never probe a lock
+			 * whose slot keeps changing hands. */
+			l->skip_left = l->skip_left == LOCAL_SKIP_FRESH ? 1 + local_random() % (uint32_t)gate :
+									  (uint32_t)gate;
 			l->fail_streak = STREAK_THROTTLE;
 		}
 		if (--l->skip_left == 0 && !in_elided_section())

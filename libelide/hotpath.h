@@ -47,10 +47,21 @@ struct elided_lock {
  * What one thread knows of a lock it uses, so that a lock whose elision
  * does not pay costs no shared write per acquisition: how many real
  * acquisitions it still takes before probing a backed-off lock again, and
- * how many of its acquisitions in a row failed to elide.  Direct-mapped by
- * record index; a collision only restarts that thread's count.
+ * how many of its acquisitions in a row failed to elide.  Two-way sets
+ * found by the lock's address: the fast path looks at the first way
+ * (local_slot()), where local_of() keeps the set's most recent lock; the
+ * one before it keeps its counts in the second.  Direct-mapped, two locks
+ * a thread used in turn whose slots collided (1 pair in 64) reset each
+ * other's count at every acquisition: both took the slow path every time
+ * and neither was ever probed again.  A slot taken over starts its count
+ * at a random point of the span (local_of()), so a thread cycling through
+ * more locks than its slots hold still probes each about once per span.
  */
 #define LOCAL_SLOTS 64
+#define LOCAL_WAYS 2
+#define LOCAL_SETS (LOCAL_SLOTS / LOCAL_WAYS)
+/* skip_left of a slot just (re)filled: its span starts at a random point. */
+#define LOCAL_SKIP_FRESH UINT32_MAX
 /* Failed acquisitions in a row after which an acquisition makes one
  * attempt, without waiting or pausing, and counts 1 in THROTTLED_SAMPLE. */
 #define STREAK_THROTTLE 2
@@ -166,6 +177,7 @@ struct elide_thread {
 	 * every 16th wait try again while it does not. */
 	int8_t wait_spin_score;
 	uint8_t wait_spin_probe;
+	uint32_t rand_state;          /* xorshift32 for local_of()'s start points; 0 = not seeded */
 	struct lock_local local[LOCAL_SLOTS];
 };
 
@@ -185,29 +197,79 @@ static inline uintptr_t lock_key(const void *lock, bool write_side)
 	return (uintptr_t)lock | (write_side ? 1u : 0u);
 }
 
-static inline struct lock_local *local_slot(const void *lock, bool write_side)
+static inline struct lock_local *local_set(const void *lock, bool write_side)
 {
 	uintptr_t addr = (uintptr_t)lock;
 
-	/* Locks are 8-aligned; the side picks a half of the slots so an
+	/* Locks are 8-aligned; the side picks a half of the sets so an
 	 * rwlock's two sides never share one (for a mutex it folds away). */
-	return &self.local[((addr >> 3) ^ (addr >> 9) ^ (write_side ? LOCAL_SLOTS / 2 : 0)) & (LOCAL_SLOTS - 1)];
+	return &self.local[LOCAL_WAYS *
+			   (((addr >> 3) ^ (addr >> 8) ^ (write_side ? LOCAL_SETS / 2 : 0)) & (LOCAL_SETS - 1))];
+}
+
+/* Where the fast path looks: the first way of the lock's set, which
+ * local_of() gives the set's most recent lock.  One look, as when the
+ * slots were direct-mapped: callers compare the key. */
+static inline struct lock_local *local_slot(const void *lock, bool write_side)
+{
+	return local_set(lock, write_side);
+}
+
+/* The lock's slot in either way, NULL when it has none; moves nothing. */
+static inline struct lock_local *local_find(const void *lock, bool write_side)
+{
+	uintptr_t key = lock_key(lock, write_side);
+	struct lock_local *set = local_set(lock, write_side);
+
+	return set[0].key == key ? &set[0] : set[1].key == key ? &set[1] : NULL;
 }
 
 _Static_assert(sizeof(struct lock_local) == 32, "a lock slot is half a cache line");
+_Static_assert(LOCAL_WAYS == 2, "local_find() and local_of() look at two ways");
 
+/* Where a thread's count of a lock whose slot was taken over resumes. */
+static inline uint32_t local_random(void)
+{
+	uint32_t x = self.rand_state;
+
+	if (unlikely(x == 0))
+		x = (uint32_t)(uintptr_t)&self ^ 0x9e3779b9u; /* differs per thread; never 0 after | 1 */
+	x |= 1;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	self.rand_state = x;
+	return x;
+}
+
+/*
+ * The lock's slot, moved to the first way of its set (where the fast path
+ * finds its burst), the other lock of the set to the second; a lock with
+ * none takes over the second way, the set's least recent lock.  Pointers
+ * to slots of this set that a caller holds are stale after it.
+ */
 static inline struct lock_local *local_of(const void *lock, const struct lock_rec *rec)
 {
 	bool write_side = rec->kind == LOCK_KIND_RWLOCK_WRITE;
 	uintptr_t key = lock_key(lock, write_side);
-	struct lock_local *l = local_slot(lock, write_side);
+	struct lock_local *set = local_set(lock, write_side), *l = &set[0];
 	uint32_t idx = rec_index(rec);
 
+	if (unlikely(set[0].key != key)) {
+		struct lock_local first = set[0];
+
+		if (set[1].key != key) {
+			set[1].key = 0; /* taken over: filled below */
+			set[1].idx = 0;
+		}
+		set[0] = set[1];
+		set[1] = first;
+	}
 	if (unlikely(l->key != key || l->idx != idx)) {
 		l->key = key;
 		l->idx = idx;
 		l->burst = 0;
-		l->skip_left = 0;
+		l->skip_left = LOCAL_SKIP_FRESH;
 		l->fail_streak = 0;
 		l->burst_shift = 0;
 	}

@@ -216,6 +216,15 @@ tests_integration_abort_regime_LDADD = common/libelide-tools.la -lm
 TESTS += tests/integration/test-abort-regime.sh
 EXTRA_DIST += tests/integration/test-abort-regime.sh
 
+# Many backed-off locks taken in turn by one thread, more than its slots
+# hold: each is still probed about once per span (counted, not timed).
+check_PROGRAMS += tests/integration/slot-share
+tests_integration_slot_share_SOURCES = tests/integration/slot-share.c
+tests_integration_slot_share_CFLAGS = $(INTEGRATION_CFLAGS)
+tests_integration_slot_share_LDADD = common/libelide-tools.la
+TESTS += tests/integration/test-slot-share.sh
+EXTRA_DIST += tests/integration/test-slot-share.sh
+
 # Issue 12: signals reach only who may see the process, an owner change
 # drops overrides, a user's flood of bad files is rate-limited.
 check_PROGRAMS += tests/integration/signal-listen
