@@ -52,11 +52,14 @@ static void set_path(uint8_t path)
 	/* A process started with ELIDE=mode=off stays off whatever elided
 	 * says (libelide(7)). */
 	bool off = elide.opts.mode == ELIDE_MODE_OFF || elide.env_mode == ELIDE_MODE_OFF;
+	/* Nor can elided end the pass-through where the constructor found
+	 * that nothing can elide or watch (path_of_mode()). */
+	bool for_good = elide.env_mode == ELIDE_MODE_OFF || (elide.disabled_reason && !elide.watch_instead);
 
 	__atomic_store_n(&elide.own_mutex_words, elide.own_mutex_allowed && !off, __ATOMIC_RELAXED);
 	__atomic_store_n(&elide.own_rwlock_words, elide.own_rwlock_allowed && !off, __ATOMIC_RELAXED);
 	__atomic_store_n(&elide.path, path, __ATOMIC_RELEASE);
-	__atomic_store_n(&elide.mutex_lock, mutex_lock_of_path(path), __ATOMIC_RELEASE);
+	__atomic_store_n(&elide.mutex_lock, mutex_lock_of_path(path, for_good), __ATOMIC_RELEASE);
 }
 
 static void on_bad_option(const char *pair, size_t len, const char *why, void *userdata)

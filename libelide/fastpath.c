@@ -176,9 +176,30 @@ watched:
 	return rwlock_acquire_watched(rw, OP_RDLOCK, WAIT_FOREVER, 0, NULL, __builtin_return_address(0));
 }
 
-/* The path's pthread_mutex_lock(), for set_path() (elide.c). */
-int (*mutex_lock_of_path(uint8_t path))(pthread_mutex_t *, void *)
+/*
+ * The pass-through for good (ELIDE=mode=off, or nothing here can elide or
+ * watch): no decision of elided's can change what it does, so it does not
+ * look for one either.  Last on the page, so that it moves nothing above.
+ */
+static _hot_path_ int mutex_lock_pass(pthread_mutex_t *m, void *callsite)
 {
+	(void)callsite;
+	return real_mutex_lock(m);
+}
+
+/* ...where glibc takes every mutex (ELIDE=mode=off): one jump to it. */
+static _hot_path_ int mutex_lock_glibc(pthread_mutex_t *m, void *callsite)
+{
+	(void)callsite;
+	return real.mutex_lock(m);
+}
+
+/* The path's pthread_mutex_lock(), for set_path() (elide.c), which sets
+ * own_mutex_words first; for_good: PATH_OFF that no decision can end. */
+int (*mutex_lock_of_path(uint8_t path, bool for_good))(pthread_mutex_t *, void *)
+{
+	if (path == PATH_OFF && for_good)
+		return __atomic_load_n(&elide.own_mutex_words, __ATOMIC_RELAXED) ? mutex_lock_pass : mutex_lock_glibc;
 	switch (path) {
 	case PATH_WATCH:
 		return mutex_lock_adaptive;

@@ -86,6 +86,6 @@ static inline int mutex_acquire_not_fast(pthread_mutex_t *m, const struct wait_s
 
 /* fastpath.c: pthread_mutex_lock() of each path (elide.mutex_lock). */
 int mutex_lock_off(pthread_mutex_t *m, void *callsite) _hidden_;
-int (*mutex_lock_of_path(uint8_t path))(pthread_mutex_t *, void *) _hidden_;
+int (*mutex_lock_of_path(uint8_t path, bool for_good))(pthread_mutex_t *, void *) _hidden_;
 
 #endif
