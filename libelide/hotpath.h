@@ -60,7 +60,8 @@ struct elided_lock {
 #define LOCAL_SLOTS 64
 #define LOCAL_WAYS 2
 #define LOCAL_SETS (LOCAL_SLOTS / LOCAL_WAYS)
-/* skip_left of a slot just (re)filled: its span starts at a random point. */
+/* skip_left of a slot taken over from another lock: its span starts at a
+ * random point. */
 #define LOCAL_SKIP_FRESH UINT32_MAX
 /* Failed acquisitions in a row after which an acquisition makes one
  * attempt, without waiting or pausing, and counts 1 in THROTTLED_SAMPLE. */
@@ -254,12 +255,14 @@ static inline struct lock_local *local_of(const void *lock, const struct lock_re
 	uintptr_t key = lock_key(lock, write_side);
 	struct lock_local *set = local_set(lock, write_side), *l = &set[0];
 	uint32_t idx = rec_index(rec);
+	bool taken_over = false;
 
 	if (unlikely(set[0].key != key)) {
 		struct lock_local first = set[0];
 
 		if (set[1].key != key) {
-			set[1].key = 0; /* taken over: filled below */
+			taken_over = set[1].key != 0;
+			set[1].key = 0; /* filled below */
 			set[1].idx = 0;
 		}
 		set[0] = set[1];
@@ -269,7 +272,8 @@ static inline struct lock_local *local_of(const void *lock, const struct lock_re
 		l->key = key;
 		l->idx = idx;
 		l->burst = 0;
-		l->skip_left = LOCAL_SKIP_FRESH;
+		/* A first fill counts the whole span, as a thread always did. */
+		l->skip_left = taken_over ? LOCAL_SKIP_FRESH : 0;
 		l->fail_streak = 0;
 		l->burst_shift = 0;
 	}
