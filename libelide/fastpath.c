@@ -156,24 +156,45 @@ _public_ _hot_path_ int pthread_rwlock_wrlock(pthread_rwlock_t *rw)
  */
 _public_ _hot_path_ int pthread_rwlock_rdlock(pthread_rwlock_t *rw)
 {
-	if (likely(elide.path == PATH_OBSERVE)) {
-		unsigned r;
+	uint8_t path = elide.path;
+	unsigned r;
 
+	if (likely(path == PATH_OBSERVE)) {
 		if (unlikely(watch_tick()))
 			goto watched;
 		prefetch_for_write(&rw->__data.__readers); /* the add comes next */
 		r = rwlock_readers(rw);
 		if (unlikely(rwlock_would_wait(r, false)))
 			goto watched;
-		if (unlikely(!own_rwlock_read() || !rwlock_read_may_add(rw, r)))
-			return real.rwlock_rdlock(rw);
-		return rwlock_read_add(rw);
+		goto add;
+	}
+	/*
+	 * Adaptive, a lock without a record (the read side's index is 0): no
+	 * burst and nothing to elide, and the look is the one above.  The
+	 * generic path below looked at the thread's slot twice and at
+	 * __readers twice: 22 instructions more than plain glibc per rdlock
+	 * and unlock (cachegrind), 2-2.5% of the 1-thread rwlock-read row.
+	 * The index is read before the line is asked for exclusive, as a
+	 * default mutex's are: a tracked lock may be elided, and a PREFETCHW
+	 * would abort the transactions reading it.
+	 */
+	if (likely(path == PATH_WATCH) && likely(__atomic_load_n(rwlock_idx_ptr(rw, false), __ATOMIC_RELAXED) == 0)) {
+		prefetch_for_write(&rw->__data.__readers);
+		r = rwlock_readers(rw);
+		if (unlikely(r & ~(RWLOCK_WRPHASE | RWLOCK_RWAITING)))
+			goto slow; /* in use (rwlock_in_use()): contended, maybe */
+		goto add;
 	}
 	if (likely(rwlock_takes_fast_path(rw, false)))
 		return real_rwlock_rdlock(rw);
+slow:
 	return rwlock_acquire_not_fast(rw, OP_RDLOCK, WAIT_FOREVER, 0, NULL, __builtin_return_address(0));
 watched:
 	return rwlock_acquire_watched(rw, OP_RDLOCK, WAIT_FOREVER, 0, NULL, __builtin_return_address(0));
+add:
+	if (unlikely(!own_rwlock_read() || !rwlock_read_may_add(rw, r)))
+		return real.rwlock_rdlock(rw);
+	return rwlock_read_add(rw);
 }
 
 /*
