@@ -143,8 +143,16 @@ static _hot_path_ int mutex_lock_adaptive(pthread_mutex_t *m, void *callsite)
 
 _public_ _hot_path_ int pthread_rwlock_wrlock(pthread_rwlock_t *rw)
 {
+	/* Adaptive, a write side without a record: as in rdlock below. */
+	if (elide.path == PATH_WATCH && likely(__atomic_load_n(rwlock_idx_ptr(rw, true), __ATOMIC_RELAXED) == 0)) {
+		prefetch_for_write(&rw->__data.__readers);
+		if (likely(!rwlock_in_use(rw)))
+			return real.rwlock_wrlock(rw);
+		goto slow;
+	}
 	if (likely(rwlock_takes_fast_path(rw, true)))
 		return real.rwlock_wrlock(rw);
+slow:
 	return rwlock_acquire_not_fast(rw, OP_WRLOCK, WAIT_FOREVER, 0, NULL, __builtin_return_address(0));
 }
 
