@@ -146,7 +146,7 @@ _public_ _hot_path_ int pthread_rwlock_wrlock(pthread_rwlock_t *rw)
 	/* Adaptive, a write side without a record: as in rdlock below. */
 	if (elide.path == PATH_WATCH && likely(__atomic_load_n(rwlock_idx_ptr(rw, true), __ATOMIC_RELAXED) == 0)) {
 		prefetch_for_write(&rw->__data.__readers);
-		if (likely(!rwlock_in_use(rw)))
+		if (likely(!rwlock_in_use(rw) && !in_elided_section()))
 			return real.rwlock_wrlock(rw);
 		goto slow;
 	}
@@ -189,8 +189,11 @@ _public_ _hot_path_ int pthread_rwlock_rdlock(pthread_rwlock_t *rw)
 	if (likely(path == PATH_WATCH) && likely(__atomic_load_n(rwlock_idx_ptr(rw, false), __ATOMIC_RELAXED) == 0)) {
 		prefetch_for_write(&rw->__data.__readers);
 		r = rwlock_readers(rw);
-		if (unlikely(r & ~(RWLOCK_WRPHASE | RWLOCK_RWAITING)))
-			goto slow; /* in use (rwlock_in_use()): contended, maybe */
+		/* In use (rwlock_in_use()): contended, maybe.  Inside an elided
+		 * section: the slow path sees a relock of a lock held elided,
+		 * which glibc refuses (EDEADLK) and the word does not show. */
+		if (unlikely(r & ~(RWLOCK_WRPHASE | RWLOCK_RWAITING)) || unlikely(in_elided_section()))
+			goto slow;
 		goto add;
 	}
 	if (likely(rwlock_takes_fast_path(rw, false)))

@@ -52,7 +52,10 @@ static inline __attribute__((always_inline)) bool rwlock_takes_fast_path(pthread
 		return false;
 	}
 	prefetch_unless_eliding(rw, write, slot); /* as for mutexes: glibc's atomic add comes next */
-	return __atomic_load_n(rwlock_idx_ptr(rw, write), __ATOMIC_RELAXED) == 0 && !rwlock_in_use(rw);
+	/* Inside an elided section a lock without a record of this side may
+	 * be held elided on the other: the slow path looks (relocks). */
+	return __atomic_load_n(rwlock_idx_ptr(rw, write), __ATOMIC_RELAXED) == 0 && !rwlock_in_use(rw) &&
+	       !in_elided_section();
 }
 
 #endif
