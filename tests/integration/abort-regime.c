@@ -106,6 +106,7 @@ static struct {
 	bool syscall_section;
 	bool policy_never;      /* --policy never: the lock is annotated never */
 	bool hint_never;        /* --hint never: a learned "never" in the control block */
+	bool relock;            /* --relock: relocks of an rwlock held elided for writing */
 } opt = { .threads = 2, .iterations = 200000, .lock = LOCK_MUTEX };
 
 static const char *const lock_names[] = { "mutex", "rwlock-write", "rwlock-read-90-10" };
@@ -658,6 +659,39 @@ static void judge_never(const struct side *s, const struct elide_seg_lock *e)
 		      ELIDE_SEG_REASON_DAEMON);
 }
 
+/*
+ * --relock: the write side made eliding (its read side has no record), the
+ * main thread write-locks it (with real RTM and a counter section: elided,
+ * nothing in the lock says it is held) and locks it again.  glibc answers
+ * EDEADLK to both the rdlock and the wrlock; libelide must too (it aborts
+ * the section and redoes it with the real lock).  A read side without a
+ * record once took the fast path there and got the lock.
+ */
+static int relock_check(enum regime regime)
+{
+	int r, rd, wr;
+
+	printf("abort-regime: relock of an rwlock held for writing, write side eliding, regime=%s\n",
+	       regime == REGIME_RTM ? "rtm" : "simulated");
+	lock_exclusive();
+	make_side_elide(ELIDE_SEG_KIND_RWLOCK_WRITE);
+	unlock_exclusive();
+	for (unsigned i = 0; i < nhelpers; i++)
+		pthread_join(helpers[i], NULL);
+	if ((r = pthread_rwlock_wrlock(&the_rwlock)))
+		die("wrlock: %s", strerror(r));
+	rd = pthread_rwlock_rdlock(&the_rwlock);
+	wr = pthread_rwlock_wrlock(&the_rwlock);
+	if ((r = pthread_rwlock_unlock(&the_rwlock)))
+		die("unlock: %s", strerror(r));
+	check(rd == EDEADLK, "rdlock while write-locked returned %d (%s), want EDEADLK", rd, strerror(rd));
+	check(wr == EDEADLK, "wrlock while write-locked returned %d (%s), want EDEADLK", wr, strerror(wr));
+	if (failures)
+		return 1;
+	printf("ok: rdlock and wrlock while write-locked: EDEADLK\n");
+	return 0;
+}
+
 /* ---- main ------------------------------------------------------------- */
 
 static void usage(void)
@@ -665,6 +699,7 @@ static void usage(void)
 	fprintf(stderr, "usage: abort-regime [--threads N] [--iterations N] "
 		"[--lock mutex|rwlock-write|rwlock-read-90-10] [--section counter|syscall]\n"
 		"       [--policy never | --hint never]\n"
+		"       abort-regime --relock [--section counter]\n"
 		"       abort-regime --regime\n");
 	exit(2);
 }
@@ -692,6 +727,7 @@ int main(int argc, char **argv)
 		{ "section", required_argument, NULL, 's' },
 		{ "policy", required_argument, NULL, 'p' },
 		{ "hint", required_argument, NULL, 'h' },
+		{ "relock", no_argument, NULL, 'R' },
 		{ "regime", no_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -743,6 +779,10 @@ int main(int argc, char **argv)
 		case 'r':
 			regime_only = true;
 			break;
+		case 'R':
+			opt.relock = true;
+			opt.lock = LOCK_RWLOCK_WRITE;
+			break;
 		default:
 			usage();
 		}
@@ -781,6 +821,8 @@ int main(int argc, char **argv)
 		seg_snapshot_free(snap);
 		return 0;
 	}
+	if (opt.relock)
+		return relock_check(regime);
 	if (regime == REGIME_RTM && !opt.syscall_section) {
 		printf("SKIP: real RTM: counter sections would commit; run with --section syscall\n");
 		seg_snapshot_free(snap);

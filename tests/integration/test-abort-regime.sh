@@ -27,7 +27,9 @@
 #
 # With usable RTM the simulation is ignored: the same workloads then run
 # with a getppid() inside every section, which aborts every real
-# transaction.  Neither possible (libelide not eliding here): exit 77.
+# transaction; and an rwlock held elided for writing is locked again by
+# its holder, which glibc refuses with EDEADLK (only real RTM elides it).
+# Neither possible (libelide not eliding here): exit 77.
 set -u
 
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/testlib.sh"
@@ -114,6 +116,8 @@ rtm)
 	done
 	check "mode=on, real RTM, syscall in the section: mutex, one attempt, then 3 skipped" \
 		mode=on "" --section syscall --lock mutex --threads 2 --iterations "$iterations"
+	check "adaptive, real RTM: relocks of an rwlock held elided for writing: EDEADLK, as glibc" \
+		mode=adaptive "" --relock
 	check "adaptive, real RTM, learned never (hint): rwlock-read-90-10, no attempt, entry reads learned" \
 		mode=adaptive "" --section syscall --hint never --lock rwlock-read-90-10 --threads 2 \
 		--iterations "$iterations"
