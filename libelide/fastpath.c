@@ -182,7 +182,8 @@ _public_ _hot_path_ int pthread_rwlock_rdlock(pthread_rwlock_t *rw)
 	 * burst and nothing to elide, and the look is the one above.  The
 	 * generic path below looked at the thread's slot twice and at
 	 * __readers twice: 22 instructions more than plain glibc per rdlock
-	 * and unlock (cachegrind), 2-2.5% of the 1-thread rwlock-read row.
+	 * and unlock (cachegrind); the 1-thread rwlock-read row went from
+	 * 0.97 to 1.03 of plain (bench/RESULTS.md, "rwlock read side").
 	 * The index is read before the line is asked for exclusive, as a
 	 * default mutex's are: a tracked lock may be elided, and a PREFETCHW
 	 * would abort the transactions reading it.  Not for this thread's hot
