@@ -56,9 +56,8 @@
 #include <unistd.h>
 
 #include "elide.h"
-#include "segment-reader.h"
+#include "own-segment.h"
 
-#define EXIT_SKIP 77
 #define MAX_THREADS 64
 
 /* libelide's defaults, which test-abort-regime.sh leaves alone. */
@@ -199,25 +198,6 @@ static void *work(void *arg)
 
 /* ---- the segment ------------------------------------------------------ */
 
-static const char *runtime_dir;
-static char seg_name[128];
-
-static struct seg_snapshot *read_own_segment(unsigned flags)
-{
-	struct seg_snapshot *snap = NULL;
-	char err[SEG_ERR_MAX] = "";
-	int dfd = open(runtime_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int r;
-
-	if (dfd < 0)
-		die("open ELIDE_RUNTIME_DIR %s: %s", runtime_dir, strerror(errno));
-	r = seg_read(dfd, seg_name, flags, &snap, err, sizeof(err));
-	close(dfd);
-	if (r < 0)
-		die("reading my segment %s/%s: %s (%s)", runtime_dir, seg_name, err, strerror(-r));
-	return snap;
-}
-
 static const struct elide_seg_lock *find_entry(const struct seg_snapshot *snap, uint32_t kind)
 {
 	uintptr_t addr = opt.lock == LOCK_MUTEX ? (uintptr_t)&the_mutex : (uintptr_t)&the_rwlock;
@@ -265,7 +245,7 @@ static unsigned nhelpers;
 static void make_side_elide(uint32_t kind)
 {
 	for (;;) {
-		struct seg_snapshot *snap = read_own_segment(0);
+		struct seg_snapshot *snap = own_segment_read(0);
 		const struct elide_seg_lock *e = find_entry(snap, kind);
 		uint64_t contended = e ? e->stats[ELIDE_SEG_STAT_CONTENDED] : 0;
 		bool eliding = e && e->state == ELIDE_SEG_STATE_ELIDING;
@@ -284,7 +264,7 @@ static void make_side_elide(uint32_t kind)
 		for (unsigned long polls = 0;; polls++) {
 			uint64_t now;
 
-			snap = read_own_segment(0);
+			snap = own_segment_read(0);
 			e = find_entry(snap, kind);
 			now = e ? e->stats[ELIDE_SEG_STAT_CONTENDED] : 0;
 			seg_snapshot_free(snap);
@@ -308,7 +288,7 @@ static void make_side_tracked(uint32_t kind)
 		die("pthread_create (helper)");
 	nhelpers++;
 	for (unsigned long polls = 0;; polls++) {
-		struct seg_snapshot *snap = read_own_segment(0);
+		struct seg_snapshot *snap = own_segment_read(0);
 		bool tracked = find_entry(snap, kind) != NULL;
 
 		seg_snapshot_free(snap);
@@ -339,7 +319,7 @@ static void track_first(void)
  * with a learned "never" for the lock's address (both sides of an rwlock). */
 static void write_hint_never(void)
 {
-	struct seg_snapshot *snap = read_own_segment(SEG_READ_NO_LOCKS);
+	struct seg_snapshot *snap = own_segment_read(SEG_READ_NO_LOCKS);
 	struct elide_seg_control c = snap->control;
 	char err[SEG_ERR_MAX] = "";
 	int dfd, r;
@@ -351,10 +331,10 @@ static void write_hint_never(void)
 		opt.lock == LOCK_MUTEX ? (uintptr_t)&the_mutex : (uintptr_t)&the_rwlock,
 		ELIDE_SEG_HINT_LOCK_ADDR, ELIDE_SEG_HINT_NEVER };
 	c.nhints = 2;
-	dfd = open(runtime_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dfd = open(own_seg_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
-		die("open ELIDE_RUNTIME_DIR %s: %s", runtime_dir, strerror(errno));
-	r = seg_write_control(dfd, seg_name, &c, err, sizeof(err));
+		die("open ELIDE_RUNTIME_DIR %s: %s", own_seg_dir, strerror(errno));
+	r = seg_write_control(dfd, own_seg_name, &c, err, sizeof(err));
 	close(dfd);
 	if (r < 0)
 		die("writing my control block: %s (%s)", err, strerror(-r));
@@ -704,20 +684,6 @@ static void usage(void)
 	exit(2);
 }
 
-static unsigned long parse_number(const char *arg, unsigned long min, unsigned long max)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(arg, &end, 10);
-	if (errno || end == arg || *end || v < min || v > max) {
-		fprintf(stderr, "abort-regime: '%s': want a number %lu..%lu\n", arg, min, max);
-		exit(2);
-	}
-	return v;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -735,7 +701,7 @@ int main(int argc, char **argv)
 	struct seg_snapshot *snap;
 	struct side sides[2];
 	unsigned nsides = 0;
-	uint64_t start_time = 0, reads = 0, writes = 0, torn = 0;
+	uint64_t reads = 0, writes = 0, torn = 0;
 	bool regime_only = false, mode_on;
 	enum regime regime;
 	int c, sim_stat = -1;
@@ -743,10 +709,10 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
 		case 't':
-			opt.threads = (unsigned)parse_number(optarg, 1, MAX_THREADS);
+			opt.threads = (unsigned)arg_number(optarg, 1, MAX_THREADS);
 			break;
 		case 'n':
-			opt.iterations = parse_number(optarg, 1, 1000000000);
+			opt.iterations = arg_number(optarg, 1, 1000000000);
 			break;
 		case 'l':
 			if (!strcmp(optarg, "mutex"))
@@ -791,22 +757,7 @@ int main(int argc, char **argv)
 		usage();
 
 	/* Where this runs: libelide loaded and eliding, with what aborts. */
-	if (!__elide_active) {
-		printf("SKIP: libelide is not loaded (run me with LD_PRELOAD=libelide.so)\n");
-		return EXIT_SKIP;
-	}
-	runtime_dir = getenv("ELIDE_RUNTIME_DIR");
-	if (!runtime_dir || !*runtime_dir)
-		die("ELIDE_RUNTIME_DIR is not set: I read my own segment from there");
-	if (seg_proc_start_time(NULL, getpid(), &start_time) < 0)
-		die("cannot read my start time from /proc/self/stat");
-	snprintf(seg_name, sizeof(seg_name), "%d-%" PRIu64 ELIDE_SEG_SUFFIX, (int)getpid(), start_time);
-	snap = read_own_segment(SEG_READ_NO_LOCKS);
-	if (snap->header.elision != ELIDE_SEG_ELISION_ON) {
-		printf("SKIP: libelide is not eliding: %s\n", snap->header.status_reason);
-		seg_snapshot_free(snap);
-		return EXIT_SKIP;
-	}
+	snap = own_segment_open();
 	regime = snap->header.rtm_usable ? REGIME_RTM : REGIME_SIMULATED;
 	mode_on = snap->header.mode == ELIDE_SEG_MODE_ON;
 	if (regime == REGIME_SIMULATED) {
@@ -878,14 +829,14 @@ int main(int argc, char **argv)
 			sides[nsides++] = (struct side){ "rwlock-read", ELIDE_SEG_KIND_RWLOCK_READ, reads,
 							 (double)reads / (double)(reads + writes) };
 	}
-	snap = read_own_segment(0);
+	snap = own_segment_read(0);
 	printf("helpers=%u\n", nhelpers);
 	for (unsigned i = 0; i < nsides; i++) {
 		const struct elide_seg_lock *e = find_entry(snap, sides[i].kind);
 
 		if (!e) {
 			check(false, "%s: no entry (kind %u) for the lock at %p in %s", sides[i].name, sides[i].kind,
-			      opt.lock == LOCK_MUTEX ? (void *)&the_mutex : (void *)&the_rwlock, seg_name);
+			      opt.lock == LOCK_MUTEX ? (void *)&the_mutex : (void *)&the_rwlock, own_seg_name);
 			continue;
 		}
 		print_entry(&sides[i], e);

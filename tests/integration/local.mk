@@ -210,7 +210,7 @@ EXTRA_DIST += tests/integration/test-conformance.sh
 # per acquisition; judged by libelide's counters, never by time.  The program
 # is run by the .sh (not through preload.sh).
 check_PROGRAMS += tests/integration/abort-regime
-tests_integration_abort_regime_SOURCES = tests/integration/abort-regime.c
+tests_integration_abort_regime_SOURCES = tests/integration/abort-regime.c tests/integration/own-segment.h
 tests_integration_abort_regime_CFLAGS = $(INTEGRATION_CFLAGS)
 tests_integration_abort_regime_LDADD = common/libelide-tools.la -lm
 TESTS += tests/integration/test-abort-regime.sh
@@ -219,7 +219,7 @@ EXTRA_DIST += tests/integration/test-abort-regime.sh
 # Many backed-off locks taken in turn by one thread, more than its slots
 # hold: each is still probed about once per span (counted, not timed).
 check_PROGRAMS += tests/integration/slot-share
-tests_integration_slot_share_SOURCES = tests/integration/slot-share.c
+tests_integration_slot_share_SOURCES = tests/integration/slot-share.c tests/integration/own-segment.h
 tests_integration_slot_share_CFLAGS = $(INTEGRATION_CFLAGS)
 tests_integration_slot_share_LDADD = common/libelide-tools.la
 TESTS += tests/integration/test-slot-share.sh

@@ -38,9 +38,8 @@
 #include <unistd.h>
 
 #include "elide.h"
-#include "segment-reader.h"
+#include "own-segment.h"
 
-#define EXIT_SKIP 77
 #define MAX_LOCKS 1024
 /* Probes a lock must have made.  Each acquisition of a lock whose slot
  * was just taken over probes with chance 1/64 (the span): 3200 of them
@@ -60,8 +59,6 @@ static unsigned long rounds = 3200;
 static pthread_mutex_t mutexes[MAX_LOCKS];
 static pthread_rwlock_t rwlocks[MAX_LOCKS];
 static unsigned long counters[MAX_LOCKS];
-static const char *runtime_dir;
-static char seg_name[128];
 
 static void *lock_addr(unsigned i)
 {
@@ -82,22 +79,6 @@ static void give(unsigned i)
 
 	if (r)
 		die("unlock %u: %s", i, strerror(r));
-}
-
-static struct seg_snapshot *read_own_segment(unsigned flags)
-{
-	struct seg_snapshot *snap = NULL;
-	char err[SEG_ERR_MAX] = "";
-	int dfd = open(runtime_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int r;
-
-	if (dfd < 0)
-		die("open ELIDE_RUNTIME_DIR %s: %s", runtime_dir, strerror(errno));
-	r = seg_read(dfd, seg_name, flags, &snap, err, sizeof(err));
-	close(dfd);
-	if (r < 0)
-		die("reading my segment %s/%s: %s (%s)", runtime_dir, seg_name, err, strerror(-r));
-	return snap;
 }
 
 static const struct elide_seg_lock *find_entry(const struct seg_snapshot *snap, unsigned i)
@@ -130,7 +111,7 @@ static void make_tracked(unsigned i)
 	if (pthread_create(&t, NULL, helper, (void *)(uintptr_t)i))
 		die("pthread_create (helper)");
 	for (unsigned long polls = 0;; polls++) {
-		struct seg_snapshot *snap = read_own_segment(0);
+		struct seg_snapshot *snap = own_segment_read(0);
 		bool tracked = find_entry(snap, i) != NULL;
 
 		seg_snapshot_free(snap);
@@ -144,20 +125,6 @@ static void make_tracked(unsigned i)
 	pthread_join(t, NULL);
 }
 
-static unsigned long parse_number(const char *s, unsigned long lo, unsigned long hi)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi) {
-		fprintf(stderr, "slot-share: '%s' is not a number %lu..%lu\n", s, lo, hi);
-		exit(2);
-	}
-	return v;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -167,7 +134,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct seg_snapshot *snap;
-	uint64_t start_time = 0, least = UINT64_MAX, total = 0;
+	uint64_t least = UINT64_MAX, total = 0;
 	int c, failures = 0;
 
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -181,10 +148,10 @@ int main(int argc, char **argv)
 				return fprintf(stderr, "slot-share: --kind mutex or rwlock-write\n"), 2;
 			break;
 		case 'n':
-			nlocks = (unsigned)parse_number(optarg, 1, MAX_LOCKS);
+			nlocks = (unsigned)arg_number(optarg, 1, MAX_LOCKS);
 			break;
 		case 'r':
-			rounds = parse_number(optarg, 1, 100000000);
+			rounds = arg_number(optarg, 1, 100000000);
 			break;
 		default:
 			fprintf(stderr, "usage: slot-share [--kind mutex|rwlock-write] [--locks N] [--rounds R]\n");
@@ -193,22 +160,7 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc)
 		return fprintf(stderr, "slot-share: no operands\n"), 2;
-	if (!__elide_active) {
-		printf("SKIP: libelide is not loaded (run me with LD_PRELOAD=libelide.so)\n");
-		return EXIT_SKIP;
-	}
-	runtime_dir = getenv("ELIDE_RUNTIME_DIR");
-	if (!runtime_dir || !*runtime_dir)
-		die("ELIDE_RUNTIME_DIR is not set: I read my own segment from there");
-	if (seg_proc_start_time(NULL, getpid(), &start_time) < 0)
-		die("cannot read my start time from /proc/self/stat");
-	snprintf(seg_name, sizeof(seg_name), "%d-%" PRIu64 ELIDE_SEG_SUFFIX, (int)getpid(), start_time);
-	snap = read_own_segment(SEG_READ_NO_LOCKS);
-	if (snap->header.elision != ELIDE_SEG_ELISION_ON) {
-		printf("SKIP: libelide is not eliding: %s\n", snap->header.status_reason);
-		seg_snapshot_free(snap);
-		return EXIT_SKIP;
-	}
+	snap = own_segment_open();
 	/* Real RTM: a system call aborts every transaction. */
 	syscall_section = snap->header.rtm_usable;
 	seg_snapshot_free(snap);
@@ -228,7 +180,7 @@ int main(int argc, char **argv)
 		}
 	}
 
-	snap = read_own_segment(0);
+	snap = own_segment_read(0);
 	for (unsigned i = 0; i < nlocks; i++) {
 		const struct elide_seg_lock *e = find_entry(snap, i);
 		uint64_t attempts = e ? e->stats[ELIDE_SEG_STAT_ATTEMPTS] : 0;
