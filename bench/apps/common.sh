@@ -17,6 +17,10 @@ nproc=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 
 # The load generators and set-up steps run with none of libelide's variables.
 CLEAN=(env -u LD_PRELOAD -u ELIDE -u ELIDE_SIM_ABORT -u ELIDE_FAKE_NO_RTM -u ELIDE_RUNTIME_DIR -u GLIBC_TUNABLES)
+# run.sh --pin: taskset(1) prefixes that keep a server and its load
+# generator on CPUs of their own (empty: the scheduler decides).
+SERVER_PIN=()
+LOAD_PIN=()
 
 # check_selection: the --threads, --configs and --programs a script was
 # given ($threads, $configs, $programs against $all_configs and
@@ -57,7 +61,7 @@ find_lib() {
 # with a runtime folder of its own (mktemp: set_env may run in a subshell).
 set_env() {
 	local rt
-	ENVV=("${CLEAN[@]}")
+	ENVV=("${SERVER_PIN[@]}" "${CLEAN[@]}")
 	[[ $1 == plain ]] && return 0
 	rt=$(mktemp -d "$tmp/rt/XXXXXX") || die "cannot create a runtime folder under $tmp/rt"
 	chmod 1777 "$rt"

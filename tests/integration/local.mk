@@ -303,3 +303,7 @@ check_PROGRAMS += tests/integration/drop-later
 tests_integration_drop_later_SOURCES = tests/integration/drop-later.c
 TESTS += tests/integration/test-elided-learned-owner.sh
 EXTRA_DIST += tests/integration/test-elided-learned-owner.sh
+
+# bench/apps/run.sh's judgement of the real-program goals, on made-up runs.
+TESTS += tests/integration/test-bench-judge.sh
+EXTRA_DIST += tests/integration/test-bench-judge.sh
