@@ -6,6 +6,8 @@
 # (order statistics k and n+1-k), and met / missed / not resolved.  What
 # bench/RESULTS.md concludes about real programs rests on this arithmetic;
 # nothing here is timed or run under libelide.
+# ok() only prints: "A && ok ... || fail ..." is an if-then-else here.
+# shellcheck disable=SC2015
 set -u
 
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/integration/testlib.sh"
