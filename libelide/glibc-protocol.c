@@ -43,20 +43,25 @@ __attribute__((noinline)) void futex_wake_one_private(int *word)
 	futex_wake_raw(word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1);
 }
 
-/* A raw FUTEX_WAIT for as long as *word is `value`: returns on a wake-up,
- * a signal or a changed word alike (the caller looks again); errno is left
- * alone, as glibc's own wait leaves it. */
-static void futex_wait_private(int *word, int value)
+/* A raw FUTEX_WAIT (op: FUTEX_WAIT, with or without FUTEX_PRIVATE_FLAG)
+ * for as long as the word is `value`: returns on a wake-up, a signal or a
+ * changed word alike (the caller looks again); errno is left alone, as
+ * glibc's own wait leaves it. */
+static void futex_wait_raw(void *word, long op, int value)
 {
 	register long no_timeout __asm__("r10") = 0;
 	long ret;
 
 	__asm__ volatile("syscall"
 			 : "=a"(ret)
-			 : "0"((long)SYS_futex), "D"(word), "S"((long)(FUTEX_WAIT | FUTEX_PRIVATE_FLAG)), "d"((long)value),
-			   "r"(no_timeout)
+			 : "0"((long)SYS_futex), "D"(word), "S"(op), "d"((long)value), "r"(no_timeout)
 			 : "rcx", "r11", "memory");
 	(void)ret;
+}
+
+static void futex_wait_private(int *word, int value)
+{
+	futex_wait_raw(word, FUTEX_WAIT | FUTEX_PRIVATE_FLAG, value);
 }
 
 /* A thread's first: its id asked for, out of line. */
@@ -147,6 +152,15 @@ static void futex_wake_all_rwlock(pthread_rwlock_t *rw, unsigned *word)
 	futex_wake_raw(word, FUTEX_WAKE | (shared ? 0 : FUTEX_PRIVATE_FLAG), INT_MAX);
 }
 
+/* A raw FUTEX_WAIT on one of the rwlock's words for as long as it is
+ * `value`, private or shared as the rwlock is. */
+static void futex_wait_rwlock(pthread_rwlock_t *rw, unsigned *word, unsigned value)
+{
+	bool shared = __atomic_load_n(&rw->__data.__shared, __ATOMIC_RELAXED) != 0;
+
+	futex_wait_raw(word, FUTEX_WAIT | (shared ? 0 : FUTEX_PRIVATE_FLAG), (int)value);
+}
+
 /*
  * rwlock_read_take()'s fetch-add registered this thread as a reader (r is
  * the word it left), but not in a read phase, or past the count glibc
@@ -158,7 +172,8 @@ static void futex_wake_all_rwlock(pthread_rwlock_t *rw, unsigned *word)
  *  - a writer's write phase: leave again while it lasts, as glibc's reader
  *    whose deadline has passed does, and wait in glibc's rdlock;
  *  - a read phase handed over meanwhile: it is ours, once the writer has
- *    finished handing it over (__wrphase_futex no longer 1).
+ *    finished handing it over (__wrphase_futex no longer 1): sleep for
+ *    that on __wrphase_futex, as glibc's reader does.
  * Modelled in libelide/model/own-rwlock.pml: change both together.
  */
 __attribute__((noinline, cold)) int rwlock_read_registered_late(pthread_rwlock_t *rw, unsigned r)
@@ -187,9 +202,21 @@ __attribute__((noinline, cold)) int rwlock_read_registered_late(pthread_rwlock_t
 			return real.rwlock_rdlock(rw);
 	}
 	/* Registered in a read phase: no writer can start another while we
-	 * are counted, so it is ours. */
+	 * are counted, so it is ours once the writer has cleared
+	 * __wrphase_futex.  Sleep for that as glibc's reader does, marking the
+	 * word used so that the writer wakes us: spinning here, a reader whose
+	 * writer is preempted between its two steps would burn its own time
+	 * slice, with more threads than CPUs. */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	while ((__atomic_load_n(wrphase, __ATOMIC_RELAXED) | RWLOCK_FUTEX_USED) == (1u | RWLOCK_FUTEX_USED))
-		_mm_pause();
-	return 0;
+	for (;;) {
+		unsigned seen = __atomic_load_n(wrphase, __ATOMIC_RELAXED);
+
+		if ((seen | RWLOCK_FUTEX_USED) != (1u | RWLOCK_FUTEX_USED))
+			return 0;
+		if (!(seen & RWLOCK_FUTEX_USED) &&
+		    !__atomic_compare_exchange_n(wrphase, &seen, seen | RWLOCK_FUTEX_USED, true, __ATOMIC_RELAXED,
+						 __ATOMIC_RELAXED))
+			continue;
+		futex_wait_rwlock(rw, wrphase, 1u | RWLOCK_FUTEX_USED);
+	}
 }

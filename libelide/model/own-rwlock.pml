@@ -38,6 +38,9 @@
  *                         holds it without glibc's wait
  *   MUTATION_LATE_NO_WAKE the reader that starts a read phase after its
  *                         fetch-add does not wake the readers waiting for it
+ *   MUTATION_LATE_UNMARKED the reader handed the read phase meanwhile sleeps
+ *                         for the hand-over without marking __wrphase_futex
+ *                         used (so the writer does not wake it)
  */
 
 #ifndef ITERS
@@ -108,7 +111,7 @@ inline futex_wake_one(f)
  * holds the lock if it left a read phase; else (a writer came between the
  * look and the add) rwlock_read_registered_late(): start the read phase if
  * no writer is there, else leave while the write phase lasts and wait in
- * glibc's read lock, or, handed the read phase meanwhile, wait until the
+ * glibc's read lock, or, handed the read phase meanwhile, sleep until the
  * writer's hand-over is complete.  ok: the lock is held; false: nothing
  * written, glibc's read lock is next. */
 inline elide_take()
@@ -156,7 +159,32 @@ inline elide_take()
 #else
 			:: ok -> glibc_rdlock()		/* left again: glibc's wait */
 #endif
-			:: else -> (wrphase_futex | USED) != (1 | USED)	/* ours, once handed over */
+			:: else ->	/* ours, once handed over: sleep for it, as glibc's reader */
+				do
+				:: w = wrphase_futex;
+				   if
+				   :: (w | USED) != (1 | USED) -> break
+				   :: else ->
+#ifdef MUTATION_LATE_UNMARKED
+					ok = true;
+#else
+					if
+					:: (w & USED) == 0 ->
+						atomic { ok = (wrphase_futex == w); wrphase_futex = (ok -> w | USED : wrphase_futex) }
+					:: else -> ok = true
+					fi;
+#endif
+					if
+#ifdef MUTATION_LATE_UNMARKED
+					:: ok -> futex_wait(F_WRPHASE, wrphase_futex, w)
+#else
+					:: ok -> futex_wait(F_WRPHASE, wrphase_futex, 1 | USED)
+#endif
+					:: else -> skip
+					fi
+				   fi
+				od;
+				w = 0
 			fi;
 			ok = true
 		:: else -> skip

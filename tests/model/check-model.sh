@@ -95,7 +95,8 @@ check own-rwlock-liveness own-rwlock.pml liveness pass
 
 # The seeded bugs: a lost wake-up, a broken compare-and-swap, a skipped
 # hand-over, a reader let into a write phase (by its fetch-add, or after
-# leaving it), a reader starting a read phase that wakes nobody.
+# leaving it), a reader starting a read phase that wakes nobody, a reader
+# handed the read phase that sleeps for it unseen by the writer.
 check mutation-no-wake own-mutex.pml safety "invalid end state" -DMUTATION_NO_WAKE
 check mutation-no-wake-ltl own-mutex.pml liveness "acceptance cycle" -DMUTATION_NO_WAKE
 check mutation-plain-take own-mutex.pml safety "assertion violated" -DMUTATION_PLAIN_TAKE
@@ -104,6 +105,7 @@ check mutation-no-handover-ltl own-rwlock.pml liveness "acceptance cycle" -DMUTA
 check mutation-take-wrphase own-rwlock.pml safety "assertion violated" -DMUTATION_TAKE_WRPHASE
 check mutation-late-hold own-rwlock.pml safety "assertion violated" -DMUTATION_LATE_HOLD
 check mutation-late-no-wake own-rwlock.pml safety "invalid end state" -DMUTATION_LATE_NO_WAKE
+check mutation-late-unmarked own-rwlock.pml safety "invalid end state" -DMUTATION_LATE_UNMARKED
 
 echo "check-model: $((SECONDS - start)) s, $failures failed"
 [ "$failures" -eq 0 ]

@@ -12,8 +12,11 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "glibc-protocol.h"
@@ -147,6 +150,58 @@ START_TEST(late_handed_over)
 }
 END_TEST
 
+struct late_arg {
+	pthread_rwlock_t *rw;
+	unsigned r;
+	int ret;
+};
+
+static void *reader_late(void *p)
+{
+	struct late_arg *a = p;
+
+	a->ret = rwlock_read_registered_late(a->rw, a->r);
+	return NULL;
+}
+
+/*
+ * Handed the read phase while the writer has yet to clear __wrphase_futex
+ * (its second step; it may be preempted in between): the reader sleeps
+ * for it as glibc's does, marking the word used so the writer's exchange
+ * wakes it, instead of spinning through its time slice.
+ */
+START_TEST(late_handed_over_sleeps_for_writer)
+{
+	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+	struct late_arg a = { .rw = &rw, .r = RWLOCK_WRPHASE | RWLOCK_WRLOCKED | RWLOCK_ONE_READER, .ret = -1 };
+	unsigned seen = 0;
+	pthread_t rt;
+
+	rw.__data.__readers = RWLOCK_ONE_READER; /* the writer's first step */
+	rw.__data.__wrphase_futex = 1;
+	ck_assert_int_eq(pthread_create(&rt, NULL, reader_late, &a), 0);
+	/* Up to 2 s (under Check's 4 s limit) for the reader to mark it. */
+	for (int i = 0; i < 2000; i++) {
+		seen = __atomic_load_n(&rw.__data.__wrphase_futex, __ATOMIC_SEQ_CST);
+		if (seen == (1u | RWLOCK_FUTEX_USED))
+			break;
+		usleep(1000);
+	}
+	ck_assert_uint_eq(seen, 1u | RWLOCK_FUTEX_USED);
+	ck_assert_int_eq(__atomic_load_n(&a.ret, __ATOMIC_SEQ_CST), -1);
+
+	/* The writer's second step, as glibc's write unlock does it. */
+	if (__atomic_exchange_n(&rw.__data.__wrphase_futex, 0, __ATOMIC_RELAXED) & RWLOCK_FUTEX_USED)
+		syscall(SYS_futex, &rw.__data.__wrphase_futex, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL, NULL, 0);
+	ck_assert_int_eq(pthread_join(rt, NULL), 0);
+	ck_assert_int_eq(a.ret, 0);
+	ck_assert_uint_eq(readers_of(&rw), RWLOCK_ONE_READER);
+	ck_assert(rwlock_read_give(&rw));
+	ck_assert_int_eq(pthread_rwlock_trywrlock(&rw), 0);
+	ck_assert_int_eq(pthread_rwlock_unlock(&rw), 0);
+}
+END_TEST
+
 struct writer_arg {
 	pthread_rwlock_t *rw;
 	int pipe_go[2];   /* main -> writer: unlock now */
@@ -162,20 +217,6 @@ static void *writer_holds(void *p)
 	ck_assert_int_eq(write(w->pipe_held[1], &c, 1), 1);
 	ck_assert_int_eq(read(w->pipe_go[0], &c, 1), 1);
 	ck_assert_int_eq(pthread_rwlock_unlock(w->rw), 0);
-	return NULL;
-}
-
-struct late_arg {
-	pthread_rwlock_t *rw;
-	unsigned r;
-	int ret;
-};
-
-static void *reader_late(void *p)
-{
-	struct late_arg *a = p;
-
-	a->ret = rwlock_read_registered_late(a->rw, a->r);
 	return NULL;
 }
 
@@ -291,6 +332,7 @@ static Suite *rwlock_protocol_suite(void)
 	tcase_add_test(tc, late_starts_read_phase);
 	tcase_add_test(tc, late_overflow);
 	tcase_add_test(tc, late_handed_over);
+	tcase_add_test(tc, late_handed_over_sleeps_for_writer);
 	tcase_add_test(tc, late_waits_for_writer);
 	tcase_add_test(tc, waiting_writer_by_kind);
 	tcase_add_test(tc, prefer_writer_free);
