@@ -27,4 +27,5 @@ bench_churn_worker_CFLAGS = $(AM_CFLAGS) -O2
 bench_churn_worker_LDFLAGS = $(AM_LDFLAGS) -pthread
 EXTRA_DIST += bench/churn.sh
 EXTRA_DIST += bench/apps/run.sh bench/apps/common.sh bench/apps/instructions.sh bench/apps/gil.py \
-	bench/apps/README.md bench/apps/last-run.md bench/apps/runs
+	bench/apps/README.md bench/apps/last-run.md bench/apps/runs \
+	bench/apps/waits.awk

@@ -10,7 +10,7 @@
 log() { echo "$prog: $*" >&2; }
 
 all_programs="memcached mariadb rocksdb python"
-all_configs="plain default off watch0 simabort nospin"
+all_configs="plain default off watch0 simabort nospin ownmutex0 ownrwlock0"
 nproc=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 
 # ---- environments -----------------------------------------------------------
@@ -72,6 +72,8 @@ set_env() {
 	watch0)		ENVV+=(ELIDE=watch=0) ;;
 	simabort)	ENVV+=(ELIDE=mode=adaptive ELIDE_SIM_ABORT=0x6) ;;
 	nospin)		ENVV+=(ELIDE=wait_spins=0) ;;
+	ownmutex0)	ENVV+=(ELIDE=own_mutex=0) ;;
+	ownrwlock0)	ENVV+=(ELIDE=own_rwlock=0) ;;
 	*)		die "internal error: unknown config '$1'" ;;
 	esac
 }

@@ -25,6 +25,7 @@
 # so that a caller can size OPS for a run of a given length.
 
 import argparse
+import os
 import resource
 import sys
 import threading
@@ -109,7 +110,7 @@ def run(threads, ops):
         f"p99_us={percentile(allv, 99) / 1000:.2f} "
         f"p999_us={percentile(allv, 99.9) / 1000:.2f} "
         f"cpu_s={cpu:.4f} preload={'yes' if preloaded() else 'no'} "
-        f"max_us={(allv[-1] if allv else 0) / 1000:.2f}"
+        f"max_us={(allv[-1] if allv else 0) / 1000:.2f} pid={os.getpid()}"
     )
 
 

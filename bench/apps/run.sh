@@ -17,10 +17,12 @@
 #   off        LD_PRELOAD=libelide.so ELIDE=mode=off
 #   watch0     LD_PRELOAD=libelide.so ELIDE=watch=0
 #   simabort   LD_PRELOAD=libelide.so ELIDE=mode=adaptive ELIDE_SIM_ABORT=0x6
+# and, named with --configs: nospin (ELIDE=wait_spins=0), ownmutex0
+# (ELIDE=own_mutex=0), ownrwlock0 (ELIDE=own_rwlock=0).
 #
 # Every run with libelide gets a fresh, private ELIDE_RUNTIME_DIR (mode
 # 1777) under the run's temporary folder; no elided is needed.  Round r runs
-# every configuration once, starting with configuration r (mod 5); the
+# every configuration once, starting with configuration r (mod their number); the
 # tables give medians over rounds and, for the ratios to plain, the median of
 # the per-round ratios (bench/lib.sh's paired_ratio).
 
@@ -39,6 +41,8 @@ for a in "$@"; do cmdline+=" $(printf '%q' "$a")"; done
 configs=(plain default off watch0 simabort)
 
 rounds="" seconds="" programs="$all_programs" threads="" lib="" out="" raw="" quick=no from=() configs_given=no pin=no
+workloads="" trace=no
+all_workloads="get90-set10 oltp_point_select oltp_read_write readrandom readwhilewriting gil"
 
 usage() {
 	cat <<EOF
@@ -81,7 +85,17 @@ Options:
                       --programs and --configs select from them
   --configs "LIST"    configurations to run, plain first (default
                       "${configs[*]}"; also: nospin, the default with
-                      ELIDE=wait_spins=0: waiters sleep at once, as glibc's)
+                      ELIDE=wait_spins=0: waiters sleep at once, as glibc's;
+                      ownmutex0 and ownrwlock0, the default with
+                      ELIDE=own_mutex=0 or own_rwlock=0: glibc takes
+                      default mutexes or rwlocks' read side itself)
+  --trace             as root, also trace the scheduler and the futex calls
+                      of the preloaded process over each measured run
+                      (tracefs): its mutex waits in the kernel, their
+                      longest, and its longest preemption (waits.awk; a
+                      second table)
+  --workloads "LIST"  only these workloads of the programs run (e.g.
+                      "readrandom"); a program with none of them is skipped
   -h, --help          show this help
 
 Each ratio to plain is the median of the rounds' own ratios, with its 95%
@@ -105,9 +119,11 @@ while [[ $# -gt 0 ]]; do
 	--out)		need_value "$@"; out=$2; shift 2 ;;
 	--raw)		need_value "$@"; raw=$2; shift 2 ;;
 	--configs)	need_value "$@"; read -r -a configs <<<"$2"; configs_given=yes; shift 2 ;;
+	--workloads)	need_value "$@"; workloads=$2; shift 2 ;;
 	--quick)	quick=yes; shift ;;
 	--from)		need_value "$@"; from+=("$2"); shift 2 ;;
 	--pin)		pin=yes; shift ;;
+	--trace)	trace=yes; shift ;;
 	-h|--help)	usage; exit 0 ;;
 	*)		usage_error "unknown argument '$1'" ;;
 	esac
@@ -134,11 +150,14 @@ merge_runs() {
 	runs_header
 	for f in "$@"; do
 		i=$((i + 1))
-		awk -F '\t' -v OFS='\t' -v i="$i" 'NR > 1 { $4 = i "." $4; if (NF < 15) $15 = ($5 == "plain" ? "-" : "?"); print }' "$f"
+		awk -F '\t' -v OFS='\t' -v i="$i" 'NR > 1 { $4 = i "." $4; if (NF < 15) $15 = ($5 == "plain" ? "-" : "?")
+			for (k = 16; k <= 19; k++) if (k > NF) $k = "-"
+			print }' "$f"
 	done
 }
 runs_header() {
-	printf 'program\tworkload\tthreads\tround\tconfig\tops\tseconds\tops_per_sec\tp50_us\tp99_us\tp999_us\tcpu_s\tcpu_us_per_op\tmax_us\tlibelide\n'
+	printf 'program\tworkload\tthreads\tround\tconfig\tops\tseconds\tops_per_sec\tp50_us\tp99_us\tp999_us\tcpu_s\tcpu_us_per_op\tmax_us\tlibelide'
+	printf '\tlock_sleeps\tlock_sleep_us\tlock_sleep_max_us\tpreempt_max_us\n'
 }
 
 if [[ ${#from[@]} -gt 0 ]]; then
@@ -163,6 +182,9 @@ fi
 is_uint "$rounds" || usage_error "--rounds must be a positive integer, not '$rounds'"
 is_uint "$seconds" || usage_error "--seconds must be a positive integer, not '$seconds'"
 check_selection
+for w in $workloads; do
+	[[ " $all_workloads " == *" $w "* ]] || usage_error "unknown workload '$w' (known: $all_workloads)"
+done
 [[ ${#from[@]} -gt 0 ]] || find_lib
 if [[ $pin == yes ]]; then
 	((nproc >= 2)) || usage_error "--pin needs at least 2 online CPUs (this machine has $nproc)"
@@ -186,9 +208,64 @@ cleanup() {
 	fi
 	rm -rf "$tmp"
 	[[ -z ${from_tsv:-} ]] || rm -f "$from_tsv"
+	trace_close
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# ---- --trace: tracefs ----------------------------------------------------------
+
+tracefs=/sys/kernel/tracing
+trace_saved=()	# what trace_open changed, as "FILE VALUE" to write back
+traced=""	# trace_end's figures for record(): "SLEEPS SLEEP_US SLEEP_MAX_US PREEMPT_MAX_US"
+
+# trace_open: tracefs ready for the events waits.awk reads, or a clear
+# reason to stop; the settings it changes are put back on exit.
+trace_open() {
+	local e f
+	[[ $(id -u) -eq 0 ]] || usage_error "--trace needs root (tracefs)"
+	[[ -r $tracefs/trace ]] || mount -t tracefs nodev "$tracefs" 2>/dev/null ||
+		die "--trace: no tracefs at $tracefs, and mounting it failed"
+	for e in sched/sched_switch syscalls/sys_enter_futex syscalls/sys_exit_futex; do
+		[[ -d $tracefs/events/$e ]] || die "--trace: this kernel has no $e event (CONFIG_FTRACE_SYSCALLS?)"
+	done
+	[[ $(cat "$tracefs/set_event") == "" && $(cat "$tracefs/tracing_on") == 0 ]] ||
+		die "--trace: tracefs is in use (events set or tracing on): not taking it over"
+	for f in buffer_size_kb options/record-tgid; do
+		trace_saved+=("$f $(awk '{ print $1 }' "$tracefs/$f")")
+	done
+	if ! { echo 65536 >"$tracefs/buffer_size_kb" && echo 1 >"$tracefs/options/record-tgid" &&
+		echo "sched:sched_switch syscalls:sys_enter_futex syscalls:sys_exit_futex" >"$tracefs/set_event"; }; then
+		die "--trace: cannot set up tracefs"
+	fi
+}
+
+trace_close() {
+	local s
+	[[ ${#trace_saved[@]} -gt 0 ]] || return 0
+	echo 0 >"$tracefs/tracing_on"
+	echo >"$tracefs/set_event"
+	for s in "${trace_saved[@]}"; do echo "${s#* }" >"$tracefs/${s%% *}"; done
+	echo >"$tracefs/trace"
+	trace_saved=()
+}
+
+trace_begin() {
+	[[ $trace == yes ]] || return 0
+	echo >"$tracefs/trace"
+	echo 1 >"$tracefs/tracing_on"
+}
+
+# trace_end PID: the figures of PID's threads since trace_begin in $traced
+trace_end() {
+	local lost
+	[[ $trace == yes ]] || return 0
+	echo 0 >"$tracefs/tracing_on"
+	lost=$(awk '$1 == "overrun:" { n += $2 } END { print n + 0 }' "$tracefs"/per_cpu/cpu*/stats)
+	[[ $lost -eq 0 ]] || log "warning: --trace lost $lost events (buffer overrun): these waits may be short"
+	traced=$(awk -v tgid="$1" -f "$script_dir/waits.awk" "$tracefs/trace") ||
+		die "ABORT: --trace: no event of process $1 in the trace"
+}
 
 if [[ ${#from[@]} -gt 0 ]]; then
 	runs_tsv=$from_tsv
@@ -219,7 +296,8 @@ cpu_ticks() {
 # libelide; both after the older columns, which keep their numbers)
 record() {
 	awk -v OFS='\t' -v p="$1" -v w="$2" -v t="$3" -v r="$4" -v c="$5" -v ops="$6" -v s="$7" \
-		-v p50="$8" -v p99="$9" -v p999="${10}" -v cpu="${11}" -v mx="${12}" -v lib="$lib_id" 'BEGIN {
+		-v p50="$8" -v p99="$9" -v p999="${10}" -v cpu="${11}" -v mx="${12}" -v lib="$lib_id" \
+		-v waits="${traced:-- - - -}" 'BEGIN {
 		if (!(ops > 0) || !(s > 0)) {
 			print "no operations" > "/dev/stderr"
 			exit 1
@@ -228,8 +306,9 @@ record() {
 			print "no maximum latency" > "/dev/stderr"
 			exit 1
 		}
-		printf "%s\t%s\t%s\t%s\t%s\t%d\t%.4f\t%.1f\t%s\t%s\t%s\t%.4f\t%.3f\t%s\t%s\n", p, w, t, r, c, ops, s,
-			ops / s, p50, p99, p999, cpu, cpu * 1e6 / ops, mx, c == "plain" ? "-" : lib
+		gsub(/ /, "\t", waits)
+		printf "%s\t%s\t%s\t%s\t%s\t%d\t%.4f\t%.1f\t%s\t%s\t%s\t%.4f\t%.3f\t%s\t%s\t%s\n", p, w, t, r, c, ops, s,
+			ops / s, p50, p99, p999, cpu, cpu * 1e6 / ops, mx, c == "plain" ? "-" : lib, waits
 	}' >>"$runs_tsv" || die "ABORT: $1 $2 threads=$3 $5: the run reported no operations or no maximum latency"
 	log "$(printf '%-9s %-17s t=%-3s round %s %-8s %10.0f ops/s  p99 %8s us  max %9s us  cpu %7.2f us/op' \
 		"$1" "$2" "$3" "$4" "$5" "$(awk -v o="$6" -v s="$7" 'BEGIN { print o / s }')" "$9" "${12}" \
@@ -237,6 +316,16 @@ record() {
 }
 
 # ---- the driver -----------------------------------------------------------
+
+# only_workloads "WORKLOADS": those of a program's WORKLOADS that
+# --workloads names, in the program's order.
+only_workloads() {
+	local w kept=()
+	for w in $1; do
+		[[ " $workloads " == *" $w "* ]] && kept+=("$w")
+	done
+	echo "${kept[*]}"
+}
 
 # drive PROGRAM "WORKLOADS": every workload x thread count x round x config,
 # the configs rotating; run_PROGRAM WORKLOAD THREADS ROUND CONFIG records.
@@ -247,6 +336,7 @@ drive() {
 			for ((r = 1; r <= rounds; r++)); do
 				for ((i = 0; i < ncfg; i++)); do
 					c=${configs[(r - 1 + i) % ncfg]}
+					traced=""
 					"run_$program" "$w" "$t" "$r" "$c"
 				done
 			done
@@ -328,8 +418,10 @@ run_memcached() {
 	"${LOAD_PIN[@]}" "${CLEAN[@]}" timeout 60 "$memaslap_bin" -s "127.0.0.1:$port" -T "$mc_cthreads" -c "$mc_conc" -t 1s \
 		>"$tmp/memaslap.out" 2>&1 || die "ABORT: memaslap warm-up failed: $(tail -n3 "$tmp/memaslap.out")"
 	c0=$(cpu_ticks "$pid")
+	trace_begin
 	"${LOAD_PIN[@]}" "${CLEAN[@]}" timeout $((seconds + 60)) "$memaslap_bin" -s "127.0.0.1:$port" -T "$mc_cthreads" -c "$mc_conc" \
 		-t "${seconds}s" -S "${seconds}s" >"$tmp/memaslap.out" 2>&1 || die "ABORT: memaslap failed: $(tail -n3 "$tmp/memaslap.out")"
+	trace_end "$pid"
 	c1=$(cpu_ticks "$pid")
 	stop_server "$pid"
 	res=$(parse_memaslap "$tmp/memaslap.out") || die "ABORT: cannot parse memaslap's output: $(tail -n5 "$tmp/memaslap.out")"
@@ -385,9 +477,11 @@ run_mariadb() {
 	"${LOAD_PIN[@]}" "${CLEAN[@]}" timeout 60 "$sysbench_bin" "$w" "${sbargs[@]}" --threads="$t" --time=1 run \
 		>"$tmp/sysbench.out" 2>&1 || die "ABORT: sysbench warm-up failed ($c): $(tail -n5 "$tmp/sysbench.out")"
 	c0=$(cpu_ticks "$md_pid")
+	trace_begin
 	"${LOAD_PIN[@]}" "${CLEAN[@]}" timeout $((seconds + 60)) "$sysbench_bin" "$w" "${sbargs[@]}" --threads="$t" --time="$seconds" \
 		--histogram=on --percentile=99 run >"$tmp/sysbench.out" 2>&1 ||
 		die "ABORT: sysbench $w failed ($c): $(tail -n5 "$tmp/sysbench.out")"
+	trace_end "$md_pid"
 	c1=$(cpu_ticks "$md_pid")
 	stop_server "$md_pid"
 	res=$(parse_sysbench "$tmp/sysbench.out") || die "ABORT: cannot parse sysbench's output: $(tail -n20 "$tmp/sysbench.out")"
@@ -433,6 +527,7 @@ run_rocksdb() {
 	cp -a "$tmp/rocksdb/base" "$tmp/rocksdb/run"
 	mapfile -t rargs < <(rocks_common)
 	set_env "$c"
+	trace_begin
 	"${CLEAN[@]}" /usr/bin/time -o "$tmp/rocksdb/time" -f '%U %S' timeout $((seconds + 120)) \
 		"${ENVV[@]}" "$dbbench_bin" --benchmarks="$w" --use_existing_db=1 \
 		--db="$tmp/rocksdb/run" "${rargs[@]}" --threads="$t" --duration="$seconds" --histogram=1 \
@@ -454,6 +549,7 @@ run_rocksdb() {
 	verify_preload "$child" "$dbbench_bin" "$c" db_bench
 	wait "$tpid" || rc=$?
 	srv="" srv2=""
+	trace_end "$child"
 	[[ $rc -eq 0 ]] || die "ABORT: db_bench $w ($c) failed (exit $rc): $(grep -v '^\.\.\.' "$tmp/dbbench.out" | tail -n5)"
 	res=$(parse_dbbench "$tmp/dbbench.out" "$w") || die "ABORT: cannot parse db_bench's output: $(tail -n5 "$tmp/dbbench.out")"
 	cpu=$(awk 'END { print $1 + $2 }' "$tmp/rocksdb/time")
@@ -483,11 +579,13 @@ run_python() {
 	local -A kv=()
 	ops=$(awk -v r="$py_rate" -v s="$seconds" -v t="$t" 'BEGIN { n = int(r * s / t); print (n < 100 ? 100 : n) }')
 	set_env "$c"
+	trace_begin
 	line=$("${CLEAN[@]}" timeout $((seconds * 10 + 60)) "${ENVV[@]}" "$python_bin" "$script_dir/gil.py" --threads "$t" --ops "$ops" 2>"$tmp/gil.err") ||
 		die "ABORT: gil.py ($c) failed: $(tail -n5 "$tmp/gil.err")"
 	for f in $line; do [[ $f == *=* ]] && kv[${f%%=*}]=${f#*=}; done
+	trace_end "${kv[pid]:-0}"
 	case $c:${kv[preload]:-} in
-	plain:no | default:yes | off:yes | watch0:yes | simabort:yes | nospin:yes) ;;
+	plain:no | default:yes | off:yes | watch0:yes | simabort:yes | nospin:yes | ownmutex0:yes | ownrwlock0:yes) ;;
 	*) die "ABORT: gil.py ($c) reports preload=${kv[preload]:-?}: libelide.so is $([[ $c == plain ]] && echo "mapped in plain" || echo "NOT mapped: the preload did not take")" ;;
 	esac
 	record python "$w" "$t" "$r" "$c" "${kv[ops]}" "${kv[seconds]}" "${kv[p50_us]}" "${kv[p99_us]}" "${kv[p999_us]}" "${kv[cpu_s]}" \
@@ -585,6 +683,13 @@ summarize() {
 			list[cell, $5, "p999"] = list[cell, $5, "p999"] " " $11
 			list[cell, $5, "cpu"] = list[cell, $5, "cpu"] " " $13
 			list[cell, $5, "max"] = list[cell, $5, "max"] " " $14
+			if (NF >= 19 && $16 != "-") {
+				traced[cell] = 1
+				val[cell, $5, $4, "lsmax"] = $18; val[cell, $5, $4, "pmax"] = $19
+				list[cell, $5, "lsps"] = list[cell, $5, "lsps"] " " ($7 > 0 ? $16 / $7 : 0)
+				list[cell, $5, "lsmax"] = list[cell, $5, "lsmax"] " " $18
+				list[cell, $5, "pmax"] = list[cell, $5, "pmax"] " " $19
+			}
 		}
 		END {
 			nc = split(cfgs, cl, " ")
@@ -614,6 +719,29 @@ summarize() {
 						lat(med(list[cell, c, "max"])), fmt(med(list[cell, c, "cpu"]), 2), rt, rp, rm, rc
 				}
 			}
+			# --trace: the waits behind those latencies (waits.awk), not judged
+			hdr = 0
+			for (k = 1; k <= ncell; k++) {
+				cell = order[k]; split(cell, wt, SUBSEP)
+				if (!(cell in traced)) continue
+				if (!hdr++) {
+					print ""
+					print "Waits of the preloaded process (--trace; medians; waits.awk): a mutex wait is a FUTEX_WAIT call on a word of 2,"
+					print "from the call to its return (the sleep, and the wait for a CPU once woken; a call that finds the word changed"
+					print "returns at once); a preemption lasts from a thread being switched out runnable to its next run."
+					print ""
+					print "| workload | threads | config | mutex waits/s | longest mutex wait ms | longest wait / plain | longest preemption ms | preemption / plain |"
+					print "|---|---:|---|---:|---:|---:|---:|---:|"
+				}
+				for (i = 1; i <= nc; i++) {
+					c = cl[i]
+					if (!((cell, c, "lsmax") in list)) continue
+					if (c == "plain") { rs = "-"; rq = "-" }
+					else { ratio(cell, c, "lsmax"); rs = shown(); ratio(cell, c, "pmax"); rq = shown() }
+					printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", wt[1], wt[2], c, fmt(med(list[cell, c, "lsps"]), 0),
+						fmt(med(list[cell, c, "lsmax"]) / 1000, 1), rs, fmt(med(list[cell, c, "pmax"]) / 1000, 1), rq
+				}
+			}
 			printf "%s", miss >> misses
 			printf "%s", unres >> unresolved
 		}' "$runs_tsv"
@@ -637,6 +765,8 @@ fi
 : >"$tmp/unresolved"
 
 ran=0
+[[ $trace == no || ${#from[@]} -gt 0 ]] || trace_open
+
 for p in $programs; do
 	if [[ ${#from[@]} -gt 0 ]]; then
 		awk -F '\t' -v p="$p" 'NR > 1 && $1 == p { found = 1; exit } END { exit !found }' "$from_tsv" || continue
@@ -661,6 +791,10 @@ for p in $programs; do
 	rocksdb)	wl="readrandom readwhilewriting" ;;
 	python)		wl="gil" ;;
 	esac
+	if [[ -n $workloads ]]; then
+		wl=$(only_workloads "$wl")
+		[[ -n $wl ]] || continue
+	fi
 	drive "$p" "$wl"
 	{
 		echo
@@ -688,7 +822,7 @@ elapsed=$(($(date +%s) - start_s))
 	fi
 	echo "- configurations run: ${configs[*]}; plain (no preload); default (LD_PRELOAD, ELIDE unset); off (ELIDE=mode=off);"
 	echo "  watch0 (ELIDE=watch=0); simabort (ELIDE=mode=adaptive ELIDE_SIM_ABORT=0x6, $sim_note);"
-	echo "  nospin (ELIDE=wait_spins=0)"
+	echo "  nospin (ELIDE=wait_spins=0); ownmutex0 (ELIDE=own_mutex=0); ownrwlock0 (ELIDE=own_rwlock=0)"
 	if [[ ${#from[@]} -gt 0 ]]; then
 		echo "- rounds: $rounds, each running every configuration once, the first rotating; threads: $threads"
 	else

@@ -110,4 +110,63 @@ else
 	grep -q "is not a runs.tsv of this script" "$tmp/err" && ok "a foreign file is refused: $(cat "$tmp/err")" ||
 		fail "refusal without a reason: $(cat "$tmp/err")"
 fi
+
+# --trace: waits.awk reads a tracefs trace (record-tgid), here made up:
+# process 100 (threads 100 and 101, one named with spaces and dashes)
+# beside process 200, whose events must not count.
+cat >"$tmp/trace.txt" <<'TRACE'
+# tracer: nop
+#
+       db_bench-100     (    100) [000] ..... 1.000000: sys_futex(uaddr: 0x7f00000010, op: 0x80, val: 0x2, utime: 0, uaddr2: 0, val3: 0)
+  my-thread x-101     (    100) [001] ..... 1.000100: sys_futex(uaddr: 0x7f00000010, op: 0x81, val: 0x1, utime: 0, uaddr2: 0, val3: 0)
+  my-thread x-101     (    100) [001] ..... 1.000101: sys_futex -> 0x1
+       db_bench-100     (    100) [000] ..... 1.000500: sys_futex -> 0x0
+       db_bench-100     (    100) [000] ..... 1.100000: sys_futex(uaddr: 0x7f00000020, op: 0x0, val: 0x2, utime: 0, uaddr2: 0, val3: 0)
+          other-200     (    200) [001] ..... 1.100001: sys_futex(uaddr: 0x5500000020, op: 0x80, val: 0x2, utime: 0, uaddr2: 0, val3: 0)
+          other-200     (    200) [001] ..... 1.190001: sys_futex -> 0x0
+       db_bench-100     (    100) [000] ..... 1.102000: sys_futex -> 0x0
+  my-thread x-101     (    100) [001] ..... 1.200000: sys_futex(uaddr: 0x7f00000030, op: 0x89, val: 0x2, utime: 0, uaddr2: 0, val3: 0xffffffff)
+  my-thread x-101     (    100) [001] ..... 1.300000: sys_futex -> 0x0
+  my-thread x-101     (    100) [001] ..... 1.400000: sys_futex(uaddr: 0x7f00000040, op: 0x80, val: 0x3, utime: 0, uaddr2: 0, val3: 0)
+  my-thread x-101     (    100) [001] ..... 1.500000: sys_futex -> 0x0
+  my-thread x-101     (    100) [001] d..2. 2.000000: sched_switch: prev_comm=my-thread x prev_pid=101 prev_prio=120 prev_state=R+ ==> next_comm=other next_pid=200 next_prio=120
+          other-200     (    200) [001] d..2. 2.001000: sched_switch: prev_comm=other prev_pid=200 prev_prio=120 prev_state=R ==> next_comm=swapper/1 next_pid=0 next_prio=120
+         <idle>-0       (      0) [001] d..2. 2.004000: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=my-thread x next_pid=101 next_prio=120
+       db_bench-100     (    100) [000] d..2. 3.000000: sched_switch: prev_comm=db_bench prev_pid=100 prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120
+         <idle>-0       (      0) [000] d..2. 3.900000: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=db_bench next_pid=100 next_prio=120
+          other-200     (    200) [001] d..2. 4.000000: sched_switch: prev_comm=other prev_pid=200 prev_prio=120 prev_state=R ==> next_comm=swapper/1 next_pid=0 next_prio=120
+         <idle>-0       (      0) [001] d..2. 4.500000: sched_switch: prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=other next_pid=200 next_prio=120
+TRACE
+# Two mutex waits (private 0.5 ms, shared 2 ms); not the wake, the
+# FUTEX_WAIT_BITSET or the word of 3; the 4 ms preemption of thread 101,
+# not its sleep nor process 200's preemptions.
+for awk_bin in awk mawk gawk; do
+	command -v "$awk_bin" >/dev/null || continue
+	r=$("$awk_bin" -v tgid=100 -f "$top_srcdir/bench/apps/waits.awk" "$tmp/trace.txt")
+	[[ $r == "2 2500 2000 4000" ]] && ok "waits.awk ($awk_bin): 2 mutex waits, 2500 us, longest 2000 us, preemption 4000 us" ||
+		fail "waits.awk ($awk_bin): '$r' (wanted '2 2500 2000 4000')"
+done
+awk -v tgid=300 -f "$top_srcdir/bench/apps/waits.awk" "$tmp/trace.txt" >/dev/null &&
+	fail "waits.awk: a process with no event in the trace succeeded" || ok "waits.awk: no event of the process: exit 1"
+
+# A traced run's table of waits: medians and ratios to plain, not judged;
+# pooled with an untraced file (15 columns or fewer), which adds none.
+{
+	header | sed 's/$/\tlibelide\tlock_sleeps\tlock_sleep_us\tlock_sleep_max_us\tpreempt_max_us/'
+	for r in $(seq 1 7); do
+		row rocksdb 8 "$r" plain 1000 100 10 500 | sed 's/$/\t-\t100\t5000\t20000\t24000/'
+		row rocksdb 8 "$r" default 1000 100 10 500 | sed 's/$/\taaaaaaaaaaaa\t10\t4000\t30000\t24000/'
+	done
+} >"$tmp/traced.tsv"
+out=$("$run_sh" --from "$tmp/traced.tsv" --from "$tmp/build-a.tsv" 2>"$tmp/err") ||
+	fail "--from (traced and untraced) exited with $?: $(cat "$tmp/err")"
+r=$(line "| w | 8 | default | 10 |")
+[[ $r == "| w | 8 | default | 10 | 30.0 | 1.500 (1.50-1.50) | 24.0 | 1.000 (1.00-1.00) |" ]] &&
+	ok "--trace table: sleeps/s, longest sleep and its ratio, preemption" || fail "--trace table: '$r'"
+[[ $(line "| w | 8 | plain | 100 |") == "| w | 8 | plain | 100 | 20.0 | - | 24.0 | - |" ]] &&
+	ok "--trace table: plain's row" || fail "--trace table, plain: '$(line "| w | 8 | plain | 100 |")'"
+[[ $(grep -c '^Waits of' <<<"$out") -eq 1 ]] && ok "--trace table: none for the untraced program" ||
+	fail "waits tables: $(grep -c '^Waits of' <<<"$out") (wanted 1, rocksdb's): $out"
+grep -q "longest mutex wait" <<<"$(sed -n '/^Missed:/,$p' <<<"$out")" &&
+	fail "the waits were judged" || ok "the waits are shown, not judged"
 tl_finish bench-judge
