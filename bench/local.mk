@@ -10,7 +10,7 @@ noinst_LTLIBRARIES += bench/elide-forward.la
 bench_elide_forward_la_SOURCES = bench/elide-forward.c
 bench_elide_forward_la_CFLAGS = $(AM_CFLAGS) -O2
 bench_elide_forward_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared -rpath /nowhere -Wl,-z,now
-EXTRA_DIST += bench/bus-flood.sh bench/compare.sh bench/observer.sh bench/RESULTS.md bench/results/2026-12-07-history.md bench/README.md bench/daemon-scale.sh bench/sysbench.sh bench/lib.sh \
+EXTRA_DIST += bench/bus-flood.sh bench/compare.sh bench/observer.sh bench/RESULTS.md bench/results/2026-12-07-history.md bench/results/2026-12-07-rwlock-handover.md bench/README.md bench/daemon-scale.sh bench/sysbench.sh bench/lib.sh \
 	bench/results/README.md
 
 # bench/fork.sh: what fork() costs under libelide.
