@@ -229,12 +229,14 @@ trace_open() {
 	for e in sched/sched_switch syscalls/sys_enter_futex syscalls/sys_exit_futex; do
 		[[ -d $tracefs/events/$e ]] || die "--trace: this kernel has no $e event (CONFIG_FTRACE_SYSCALLS?)"
 	done
-	[[ $(cat "$tracefs/set_event") == "" && $(cat "$tracefs/tracing_on") == 0 ]] ||
-		die "--trace: tracefs is in use (events set or tracing on): not taking it over"
-	for f in buffer_size_kb options/record-tgid; do
+	# tracing_on alone is 1 on a fresh tracefs, recording nothing
+	[[ $(cat "$tracefs/set_event") == "" && $(cat "$tracefs/current_tracer") == nop ]] ||
+		die "--trace: tracefs is in use (events set, or a tracer other than nop): not taking it over"
+	for f in tracing_on buffer_size_kb options/record-tgid; do
 		trace_saved+=("$f $(awk '{ print $1 }' "$tracefs/$f")")
 	done
-	if ! { echo 65536 >"$tracefs/buffer_size_kb" && echo 1 >"$tracefs/options/record-tgid" &&
+	if ! { echo 0 >"$tracefs/tracing_on" && echo 65536 >"$tracefs/buffer_size_kb" &&
+		echo 1 >"$tracefs/options/record-tgid" &&
 		echo "sched:sched_switch syscalls:sys_enter_futex syscalls:sys_exit_futex" >"$tracefs/set_event"; }; then
 		die "--trace: cannot set up tracefs"
 	fi
@@ -245,8 +247,8 @@ trace_close() {
 	[[ ${#trace_saved[@]} -gt 0 ]] || return 0
 	echo 0 >"$tracefs/tracing_on"
 	echo >"$tracefs/set_event"
-	for s in "${trace_saved[@]}"; do echo "${s#* }" >"$tracefs/${s%% *}"; done
 	echo >"$tracefs/trace"
+	for s in "${trace_saved[@]}"; do echo "${s#* }" >"$tracefs/${s%% *}"; done
 	trace_saved=()
 }
 
@@ -293,7 +295,8 @@ cpu_ticks() {
 
 # record PROGRAM WORKLOAD THREADS ROUND CONFIG OPS SECONDS P50 P99 P999 CPU_S MAX
 # (latencies in us; MAX is the longest single operation; then the build of
-# libelide; both after the older columns, which keep their numbers)
+# libelide, and --trace's four figures ($traced, "-" untraced); all after
+# the older columns, which keep their numbers)
 record() {
 	awk -v OFS='\t' -v p="$1" -v w="$2" -v t="$3" -v r="$4" -v c="$5" -v ops="$6" -v s="$7" \
 		-v p50="$8" -v p99="$9" -v p999="${10}" -v cpu="${11}" -v mx="${12}" -v lib="$lib_id" \
@@ -549,8 +552,8 @@ run_rocksdb() {
 	verify_preload "$child" "$dbbench_bin" "$c" db_bench
 	wait "$tpid" || rc=$?
 	srv="" srv2=""
-	trace_end "$child"
 	[[ $rc -eq 0 ]] || die "ABORT: db_bench $w ($c) failed (exit $rc): $(grep -v '^\.\.\.' "$tmp/dbbench.out" | tail -n5)"
+	trace_end "$child"
 	res=$(parse_dbbench "$tmp/dbbench.out" "$w") || die "ABORT: cannot parse db_bench's output: $(tail -n5 "$tmp/dbbench.out")"
 	cpu=$(awk 'END { print $1 + $2 }' "$tmp/rocksdb/time")
 	read -r ops s p50 p99 p999 mx <<<"$res"
