@@ -143,22 +143,23 @@ __attribute__((noinline)) int mutex_words_wait(pthread_mutex_t *m)
 	return mutex_words_note_holder(m);
 }
 
-/* Wakes every sleeper on one of the rwlock's futex words, private or
+/* The futex op's private flag for one of the rwlock's words: private or
  * shared as the rwlock is (glibc tells by __shared). */
-static void futex_wake_all_rwlock(pthread_rwlock_t *rw, unsigned *word)
+static long rwlock_futex_private(const pthread_rwlock_t *rw)
 {
-	bool shared = __atomic_load_n(&rw->__data.__shared, __ATOMIC_RELAXED) != 0;
-
-	futex_wake_raw(word, FUTEX_WAKE | (shared ? 0 : FUTEX_PRIVATE_FLAG), INT_MAX);
+	return __atomic_load_n(&rw->__data.__shared, __ATOMIC_RELAXED) != 0 ? 0 : FUTEX_PRIVATE_FLAG;
 }
 
-/* A raw FUTEX_WAIT on one of the rwlock's words for as long as it is
- * `value`, private or shared as the rwlock is. */
+/* Wakes every sleeper on one of the rwlock's futex words. */
+static void futex_wake_all_rwlock(pthread_rwlock_t *rw, unsigned *word)
+{
+	futex_wake_raw(word, FUTEX_WAKE | rwlock_futex_private(rw), INT_MAX);
+}
+
+/* Sleeps on one of the rwlock's futex words for as long as it is `value`. */
 static void futex_wait_rwlock(pthread_rwlock_t *rw, unsigned *word, unsigned value)
 {
-	bool shared = __atomic_load_n(&rw->__data.__shared, __ATOMIC_RELAXED) != 0;
-
-	futex_wait_raw(word, FUTEX_WAIT | (shared ? 0 : FUTEX_PRIVATE_FLAG), (int)value);
+	futex_wait_raw(word, FUTEX_WAIT | rwlock_futex_private(rw), (int)value);
 }
 
 /*
