@@ -263,6 +263,7 @@ trace_end() {
 	local lost
 	[[ $trace == yes ]] || return 0
 	echo 0 >"$tracefs/tracing_on"
+	[[ $1 =~ ^[1-9][0-9]*$ ]] || die "ABORT: --trace: the preloaded process's id is unknown ('$1')"
 	lost=$(awk '$1 == "overrun:" { n += $2 } END { print n + 0 }' "$tracefs"/per_cpu/cpu*/stats)
 	[[ $lost -eq 0 ]] || log "warning: --trace lost $lost events (buffer overrun): these waits may be short"
 	traced=$(awk -v tgid="$1" -f "$script_dir/waits.awk" "$tracefs/trace") ||
